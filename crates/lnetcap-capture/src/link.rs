@@ -1,0 +1,380 @@
+//! Link layer → IP → TCP slicing of one packet record.
+//!
+//! Link layers are walked by hand (Ethernet with any number of 802.1Q / 802.1ad tags, Linux
+//! SLL and SLL2, BSD null / loopback, raw IP); IPv4 and IPv6 (with extension headers) and TCP
+//! use etherparse's lax slices, so a packet cut by the snaplen still yields its headers and
+//! the payload length the IP header claims.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use etherparse::{IpNumber, LaxIpSlice, LenSource, TcpSlice};
+
+use crate::linktype;
+
+/// TCP flag bits as in the TCP header's flags byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpFlags(pub u8);
+
+impl TcpFlags {
+    /// FIN.
+    pub const FIN: u8 = 0x01;
+    /// SYN.
+    pub const SYN: u8 = 0x02;
+    /// RST.
+    pub const RST: u8 = 0x04;
+    /// PSH.
+    pub const PSH: u8 = 0x08;
+    /// ACK.
+    pub const ACK: u8 = 0x10;
+
+    /// SYN set.
+    pub fn syn(self) -> bool {
+        self.0 & Self::SYN != 0
+    }
+    /// FIN set.
+    pub fn fin(self) -> bool {
+        self.0 & Self::FIN != 0
+    }
+    /// RST set.
+    pub fn rst(self) -> bool {
+        self.0 & Self::RST != 0
+    }
+    /// ACK set.
+    pub fn ack(self) -> bool {
+        self.0 & Self::ACK != 0
+    }
+}
+
+/// Source and destination addresses of a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IpPair {
+    /// Source address.
+    pub src: IpAddr,
+    /// Destination address.
+    pub dst: IpAddr,
+}
+
+/// A TCP segment sliced out of a packet record.
+#[derive(Debug, Clone, Copy)]
+pub struct TcpSegment<'a> {
+    /// Addresses.
+    pub ip: IpPair,
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// Raw sequence number.
+    pub seq: u32,
+    /// Raw acknowledgement number (meaningful when the ACK flag is set).
+    pub ack: u32,
+    /// Flags.
+    pub flags: TcpFlags,
+    /// Raw (unscaled) receive window.
+    pub window: u16,
+    /// TCP options bytes.
+    pub options: &'a [u8],
+    /// Payload bytes that were captured (a prefix of the segment's payload).
+    pub payload: &'a [u8],
+    /// Payload length of the segment on the wire: from the IP header's length field, or,
+    /// when that is 0 (TSO / BIG TCP) or absent, from the record's original length.
+    pub payload_len: u32,
+}
+
+/// What a record is when it is not a decodable TCP segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotTcp {
+    /// Not IP at all (ARP, LLDP, ...): other traffic.
+    NotIp {
+        /// The EtherType / protocol the link layer named.
+        ethertype: u16,
+    },
+    /// IP but not TCP (UDP, ICMP, ...): other traffic.
+    OtherIpProtocol {
+        /// IP protocol number.
+        protocol: u8,
+    },
+    /// An IP fragment (TCP over fragmented IP cannot be decoded here).
+    IpFragment,
+    /// A link type this tool does not decode.
+    UnknownLinkType {
+        /// The link type.
+        linktype: u32,
+    },
+    /// Headers cut short or invalid: the reason, with the layer and offset.
+    Malformed {
+        /// Layer that failed ("ethernet", "sll", "ipv4", "tcp", ...).
+        layer: &'static str,
+        /// Offset of that layer in the record.
+        offset: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl NotTcp {
+    /// True for well-formed traffic that is simply not TCP (as opposed to undecodable).
+    pub fn is_other_traffic(&self) -> bool {
+        matches!(self, Self::NotIp { .. } | Self::OtherIpProtocol { .. })
+    }
+}
+
+impl std::fmt::Display for NotTcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotIp { ethertype } => write!(f, "not IP (ethertype 0x{ethertype:04x})"),
+            Self::OtherIpProtocol { protocol } => write!(f, "IP protocol {protocol}, not TCP"),
+            Self::IpFragment => write!(f, "IP fragment"),
+            Self::UnknownLinkType { linktype } => {
+                write!(f, "link type {linktype} is not supported")
+            }
+            Self::Malformed { layer, offset, reason } => write!(f, "{layer} header at offset {offset}: {reason}"),
+        }
+    }
+}
+
+/// A decoded record.
+pub type Decoded<'a> = Result<TcpSegment<'a>, NotTcp>;
+
+const ETH_IPV4: u16 = 0x0800;
+const ETH_IPV6: u16 = 0x86dd;
+
+fn be16(d: &[u8], o: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*d.get(o)?, *d.get(o + 1)?]))
+}
+
+fn short(layer: &'static str, offset: usize, need: usize, got: usize) -> NotTcp {
+    NotTcp::Malformed { layer, offset, reason: format!("needs {need} bytes, record has {got}") }
+}
+
+/// Finds the network layer: returns (offset of the IP header, ethertype).
+fn link_to_ip(linktype: u32, data: &[u8]) -> Result<(usize, u16), NotTcp> {
+    match linktype {
+        linktype::ETHERNET => {
+            let mut off = 12;
+            let mut et = be16(data, off).ok_or_else(|| short("ethernet", 0, 14, data.len()))?;
+            off += 2;
+            // 802.1Q (0x8100), 802.1ad (0x88a8) and the old QinQ 0x9100: any depth.
+            while matches!(et, 0x8100 | 0x88a8 | 0x9100) {
+                et = be16(data, off + 2).ok_or_else(|| short("vlan", off, off + 4, data.len()))?;
+                off += 4;
+            }
+            Ok((off, et))
+        }
+        linktype::LINUX_SLL => {
+            let et = be16(data, 14).ok_or_else(|| short("sll", 0, 16, data.len()))?;
+            Ok((16, et))
+        }
+        linktype::LINUX_SLL2 => {
+            let et = be16(data, 0).ok_or_else(|| short("sll2", 0, 20, data.len()))?;
+            if data.len() < 20 {
+                return Err(short("sll2", 0, 20, data.len()));
+            }
+            Ok((20, et))
+        }
+        linktype::NULL | linktype::LOOP => {
+            let b: [u8; 4] =
+                data.get(..4).and_then(|s| s.try_into().ok()).ok_or_else(|| short("null", 0, 4, data.len()))?;
+            // The family is in the writer's byte order; accept either.
+            let fam = if linktype == linktype::LOOP {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b).min(u32::from_be_bytes(b))
+            };
+            match fam {
+                2 => Ok((4, ETH_IPV4)),
+                // AF_INET6 differs by OS: 10 Linux, 24 NetBSD/OpenBSD, 28 FreeBSD, 30 macOS.
+                10 | 24 | 28 | 30 => Ok((4, ETH_IPV6)),
+                other => Err(NotTcp::NotIp { ethertype: other as u16 }),
+            }
+        }
+        linktype::RAW | linktype::RAW_12 | linktype::RAW_14 | linktype::IPV4 | linktype::IPV6 => {
+            let v = data.first().map(|b| b >> 4).ok_or_else(|| short("raw ip", 0, 1, 0))?;
+            Ok((0, if v == 6 { ETH_IPV6 } else { ETH_IPV4 }))
+        }
+        other => Err(NotTcp::UnknownLinkType { linktype: other }),
+    }
+}
+
+/// Slices one record down to its TCP segment.
+///
+/// `origlen` is the record's original length; it gives the payload length when the IP
+/// length field is 0 (TSO / BIG TCP captures on the sending host).
+pub fn decode_packet(linktype: u32, data: &[u8], origlen: u32) -> Decoded<'_> {
+    let (ip_off, et) = link_to_ip(linktype, data)?;
+    if et != ETH_IPV4 && et != ETH_IPV6 {
+        return Err(NotTcp::NotIp { ethertype: et });
+    }
+    let ip_bytes = data.get(ip_off..).unwrap_or(&[]);
+    let (ip, _ext_err) = LaxIpSlice::from_slice(ip_bytes).map_err(|e| NotTcp::Malformed {
+        layer: if et == ETH_IPV6 { "ipv6" } else { "ipv4" },
+        offset: ip_off,
+        reason: e.to_string(),
+    })?;
+    let pl = ip.payload();
+    if pl.fragmented {
+        return Err(NotTcp::IpFragment);
+    }
+    if pl.ip_number != IpNumber::TCP {
+        return Err(NotTcp::OtherIpProtocol { protocol: pl.ip_number.0 });
+    }
+    let (pair, ip_claimed_payload) = match &ip {
+        LaxIpSlice::Ipv4(v4) => {
+            let h = v4.header();
+            let pair = IpPair {
+                src: IpAddr::V4(Ipv4Addr::from(h.source())),
+                dst: IpAddr::V4(Ipv4Addr::from(h.destination())),
+            };
+            let claimed = match pl.len_source {
+                LenSource::Ipv4HeaderTotalLen if h.total_len() != 0 => {
+                    Some(usize::from(h.total_len()).saturating_sub(usize::from(h.ihl()) * 4))
+                }
+                _ if h.total_len() as usize > usize::from(h.ihl()) * 4 => {
+                    Some(usize::from(h.total_len()) - usize::from(h.ihl()) * 4)
+                }
+                _ => None,
+            };
+            (pair, claimed)
+        }
+        LaxIpSlice::Ipv6(v6) => {
+            let h = v6.header();
+            let pair = IpPair {
+                src: IpAddr::V6(Ipv6Addr::from(h.source())),
+                dst: IpAddr::V6(Ipv6Addr::from(h.destination())),
+            };
+            let ext_len = v6.extensions().slice().len();
+            let claimed = (h.payload_length() != 0).then(|| usize::from(h.payload_length()).saturating_sub(ext_len));
+            (pair, claimed)
+        }
+    };
+    let tcp_off = pl.payload.as_ptr() as usize - data.as_ptr() as usize;
+    let tcp_bytes = pl.payload;
+    if tcp_bytes.len() < 20 {
+        return Err(short("tcp", tcp_off, 20, tcp_bytes.len()));
+    }
+    let hdr_len = usize::from(tcp_bytes[12] >> 4) * 4;
+    if hdr_len < 20 {
+        return Err(NotTcp::Malformed {
+            layer: "tcp",
+            offset: tcp_off,
+            reason: format!("data offset {hdr_len} is below 20"),
+        });
+    }
+    if tcp_bytes.len() < hdr_len {
+        return Err(short("tcp", tcp_off, hdr_len, tcp_bytes.len()));
+    }
+    let tcp = TcpSlice::from_slice(tcp_bytes).map_err(|e| NotTcp::Malformed {
+        layer: "tcp",
+        offset: tcp_off,
+        reason: e.to_string(),
+    })?;
+    let payload = tcp.payload();
+    let captured_total = tcp_bytes.len();
+    // The TCP length on the wire: the IP header's claim, else what the record says it had.
+    let tcp_len_wire = match ip_claimed_payload {
+        Some(n) => n,
+        None => (origlen as usize).saturating_sub(tcp_off).max(captured_total),
+    };
+    let payload_len = tcp_len_wire.saturating_sub(hdr_len).max(payload.len());
+    Ok(TcpSegment {
+        ip: pair,
+        src_port: tcp.source_port(),
+        dst_port: tcp.destination_port(),
+        seq: tcp.sequence_number(),
+        ack: tcp.acknowledgment_number(),
+        flags: TcpFlags(tcp_bytes[13]),
+        window: tcp.window_size(),
+        options: &tcp_bytes[20..hdr_len],
+        payload,
+        payload_len: u32::try_from(payload_len).unwrap_or(u32::MAX),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ipv4_tcp(payload: &[u8], total_len_override: Option<u16>) -> Vec<u8> {
+        let tl = total_len_override.unwrap_or((20 + 20 + payload.len()) as u16);
+        let mut p = vec![0x45, 0, (tl >> 8) as u8, tl as u8, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1];
+        // TCP: sport 1023, dport 988, seq 1000, ack 2000, doff 5, flags PSH|ACK, win 512
+        p.extend_from_slice(&[
+            0x03, 0xff, 0x03, 0xdc, 0, 0, 0x03, 0xe8, 0, 0, 0x07, 0xd0, 0x50, 0x18, 0x02, 0x00, 0, 0, 0, 0,
+        ]);
+        p.extend_from_slice(payload);
+        p
+    }
+
+    #[test]
+    fn test_raw_ipv4_tcp() {
+        let p = ipv4_tcp(b"hello", None);
+        let s = decode_packet(linktype::RAW, &p, p.len() as u32).unwrap();
+        assert_eq!(s.src_port, 1023);
+        assert_eq!(s.dst_port, 988);
+        assert_eq!(s.seq, 1000);
+        assert_eq!(s.ack, 2000);
+        assert_eq!(s.payload, b"hello");
+        assert_eq!(s.payload_len, 5);
+        assert_eq!(s.window, 512);
+        assert!(s.flags.ack() && !s.flags.syn());
+        assert_eq!(s.ip.src, "10.0.0.2".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn test_snaplen_cut_keeps_claimed_length() {
+        let p = ipv4_tcp(&[7u8; 1000], None);
+        let cut = &p[..100];
+        let s = decode_packet(linktype::RAW, cut, p.len() as u32).unwrap();
+        assert_eq!(s.payload.len(), 60);
+        assert_eq!(s.payload_len, 1000);
+    }
+
+    #[test]
+    fn test_tso_zero_total_len_uses_origlen() {
+        let p = ipv4_tcp(&[7u8; 3000], Some(0));
+        let s = decode_packet(linktype::RAW, &p[..200], p.len() as u32).unwrap();
+        assert_eq!(s.payload_len, 3000);
+    }
+
+    #[test]
+    fn test_ethernet_qinq_and_sll2() {
+        let ip = ipv4_tcp(b"x", None);
+        let mut eth = vec![0u8; 12];
+        eth.extend_from_slice(&[0x88, 0xa8, 0, 10, 0x81, 0x00, 0, 20, 0x08, 0x00]);
+        eth.extend_from_slice(&ip);
+        assert_eq!(decode_packet(linktype::ETHERNET, &eth, eth.len() as u32).unwrap().payload, b"x");
+        let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 2, 0, 1, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0];
+        sll2.extend_from_slice(&ip);
+        assert_eq!(decode_packet(linktype::LINUX_SLL2, &sll2, sll2.len() as u32).unwrap().payload, b"x");
+        let mut sll = vec![0, 0, 0, 1, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00];
+        sll.extend_from_slice(&ip);
+        assert_eq!(decode_packet(linktype::LINUX_SLL, &sll, sll.len() as u32).unwrap().payload, b"x");
+        let mut null = 2u32.to_le_bytes().to_vec();
+        null.extend_from_slice(&ip);
+        assert_eq!(decode_packet(linktype::NULL, &null, null.len() as u32).unwrap().payload, b"x");
+    }
+
+    #[test]
+    fn test_truncated_headers_never_panic() {
+        let p = ipv4_tcp(b"abc", None);
+        for n in 0..p.len() {
+            let _ = decode_packet(linktype::RAW, &p[..n], p.len() as u32);
+            let mut e = vec![0u8; 12];
+            e.extend_from_slice(&[0x08, 0]);
+            e.extend_from_slice(&p[..n]);
+            let _ = decode_packet(linktype::ETHERNET, &e, e.len() as u32);
+        }
+        assert!(matches!(decode_packet(linktype::RAW, &p[..30], 43), Err(NotTcp::Malformed { layer: "tcp", .. })));
+    }
+
+    #[test]
+    fn test_non_tcp() {
+        let mut p = ipv4_tcp(b"", None);
+        p[9] = 17;
+        assert_eq!(
+            decode_packet(linktype::RAW, &p, p.len() as u32).unwrap_err(),
+            NotTcp::OtherIpProtocol { protocol: 17 }
+        );
+        let arp = [0u8; 12].iter().copied().chain([0x08, 0x06, 0, 0]).collect::<Vec<_>>();
+        assert_eq!(decode_packet(linktype::ETHERNET, &arp, 16).unwrap_err(), NotTcp::NotIp { ethertype: 0x0806 });
+    }
+}

@@ -1,0 +1,628 @@
+//! [`CaptureReader`]: packet records out of pcap and pcapng input.
+//!
+//! Input is recognised by content, never by file name: gzip (`1f 8b`) and zstd
+//! (`28 b5 2f fd`) streams are decompressed on the fly, then the container is recognised by
+//! its magic (pcap µs / ns in either byte order, pcapng). Plain files are memory mapped and
+//! parsed in place (zero copy); stdin and compressed input go through a streaming buffer that
+//! holds at most one record beyond [`STREAM_CHUNK_BYTES`], so memory does not grow with the
+//! capture.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+
+use pcap_parser::nom;
+use pcap_parser::pcapng::Block;
+use pcap_parser::{parse_block_be, parse_block_le, parse_pcap_frame, parse_pcap_frame_be};
+
+use crate::error::CaptureError;
+use crate::limits::{MAX_INTERFACES, MAX_RECORD_BYTES, STREAM_CHUNK_BYTES};
+
+/// One packet record.
+#[derive(Debug, Clone, Copy)]
+pub struct Packet<'a> {
+    /// 1-based frame number, as Wireshark numbers frames.
+    pub frame: u64,
+    /// Capture timestamp, ns since the Unix epoch.
+    pub ts_ns: i64,
+    /// Link type of the interface the packet was captured on.
+    pub linktype: u32,
+    /// Original length of the packet on the wire.
+    pub origlen: u32,
+    /// The captured bytes (`data.len()` is the captured length).
+    pub data: &'a [u8],
+    /// Byte offset of the record in the (decompressed) capture stream.
+    pub offset: u64,
+    /// pcapng interface id (0 for pcap).
+    pub interface: u32,
+}
+
+/// Container format of a capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureFormat {
+    /// Classic libpcap format.
+    Pcap {
+        /// Timestamps in nanoseconds (magic a1b23c4d) rather than microseconds.
+        nanos: bool,
+        /// File written big-endian.
+        big_endian: bool,
+        /// Link type from the file header.
+        linktype: u32,
+        /// Snap length from the file header.
+        snaplen: u32,
+    },
+    /// pcapng (any number of sections and interfaces).
+    PcapNg,
+}
+
+/// Compression detected on the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Plain.
+    None,
+    /// gzip.
+    Gzip,
+    /// zstd.
+    Zstd,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Interface {
+    linktype: u32,
+    units_per_sec: u64,
+    offset_s: i64,
+    snaplen: u32,
+}
+
+/// Counts input bytes consumed from the underlying file (compressed bytes for compressed
+/// input), for progress reporting.
+#[derive(Debug, Default, Clone)]
+struct Counter(std::rc::Rc<std::cell::Cell<u64>>);
+
+struct CountingRead<R> {
+    inner: R,
+    counter: Counter,
+}
+
+impl<R: Read> Read for CountingRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.counter.0.set(self.counter.0.get() + n as u64);
+        Ok(n)
+    }
+}
+
+enum Storage {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+    Stream { reader: Box<dyn Read>, buf: Vec<u8>, end: usize, eof: bool },
+}
+
+/// Outcome of parsing one record at the front of the window (numbers only, so the borrow
+/// of the window ends before the reader's state is changed).
+enum Step {
+    Need(u64),
+    Skip(usize),
+    Section { big_endian: bool, consumed: usize },
+    Interface { iface: Interface, consumed: usize },
+    Packet(PacketStep),
+    BadRecord { consumed: usize, reason: String, is_packet: bool },
+    Fatal(String),
+}
+
+struct PacketStep {
+    consumed: usize,
+    data_start: usize,
+    data_len: usize,
+    ts_ns: i64,
+    linktype: u32,
+    origlen: u32,
+    interface: u32,
+}
+
+/// Reads packet records from one capture input.
+pub struct CaptureReader {
+    name: String,
+    storage: Storage,
+    /// Index of the first unread byte in the storage.
+    pos: usize,
+    /// Offset, in the decompressed stream, of storage index 0.
+    base: u64,
+    format: CaptureFormat,
+    compression: Compression,
+    frame: u64,
+    ng_big_endian: bool,
+    interfaces: Vec<Interface>,
+    last_ts_ns: i64,
+    warnings: Vec<CaptureError>,
+    input_total: Option<u64>,
+    input_counter: Option<Counter>,
+}
+
+impl std::fmt::Debug for CaptureReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaptureReader")
+            .field("name", &self.name)
+            .field("format", &self.format)
+            .field("frame", &self.frame)
+            .finish_non_exhaustive()
+    }
+}
+
+fn hex_prefix(b: &[u8]) -> String {
+    b.iter().take(8).map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ")
+}
+
+fn io_err(what: &str, source: io::Error) -> CaptureError {
+    CaptureError::Io { what: what.to_string(), source }
+}
+
+impl CaptureReader {
+    /// Opens a capture file, or standard input when `path` is `-`.
+    pub fn open(path: &Path) -> Result<Self, CaptureError> {
+        let name = path.display().to_string();
+        if name == "-" {
+            return Self::from_reader("stdin", Box::new(io::stdin()), None);
+        }
+        let mut file = File::open(path).map_err(|e| io_err(&name, e))?;
+        let total = file.metadata().map(|m| m.len()).ok();
+        let mut magic = [0u8; 4];
+        let n = read_up_to(&mut file, &mut magic).map_err(|e| io_err(&name, e))?;
+        if n == 4 && (magic[..2] == [0x1f, 0x8b] || magic == [0x28, 0xb5, 0x2f, 0xfd]) || total.is_none() {
+            let head = io::Cursor::new(magic[..n].to_vec());
+            return Self::from_reader(&name, Box::new(head.chain(file)), total);
+        }
+        // SAFETY-free: memmap2's map is `unsafe` because another process may truncate the
+        // file; fall back to streaming when mapping is refused or the file is empty.
+        match map_file(&file) {
+            Some(map) => Self::with_storage(name, Storage::Mapped(map), Compression::None, total, None),
+            None => {
+                let head = io::Cursor::new(magic[..n].to_vec());
+                Self::from_reader(&name, Box::new(head.chain(file)), total)
+            }
+        }
+    }
+
+    /// Reads a capture from memory (tests, fuzzing, already-loaded data).
+    pub fn from_bytes(name: &str, bytes: Vec<u8>) -> Result<Self, CaptureError> {
+        if bytes.len() >= 4 && (bytes[..2] == [0x1f, 0x8b] || bytes[..4] == [0x28, 0xb5, 0x2f, 0xfd]) {
+            let total = bytes.len() as u64;
+            return Self::from_reader(name, Box::new(io::Cursor::new(bytes)), Some(total));
+        }
+        let total = bytes.len() as u64;
+        Self::with_storage(name.to_string(), Storage::Owned(bytes), Compression::None, Some(total), None)
+    }
+
+    /// Reads a capture from any byte stream (pipes, sockets); gzip / zstd are recognised.
+    pub fn from_reader(name: &str, reader: Box<dyn Read>, total: Option<u64>) -> Result<Self, CaptureError> {
+        let counter = Counter::default();
+        let mut reader: Box<dyn Read> = Box::new(CountingRead { inner: reader, counter: counter.clone() });
+        let mut magic = [0u8; 4];
+        let n = read_up_to(&mut reader, &mut magic).map_err(|e| io_err(name, e))?;
+        let head = io::Cursor::new(magic[..n].to_vec());
+        let chained: Box<dyn Read> = Box::new(head.chain(reader));
+        let (stream, compression): (Box<dyn Read>, _) = if n >= 2 && magic[..2] == [0x1f, 0x8b] {
+            (Box::new(flate2::read::MultiGzDecoder::new(chained)), Compression::Gzip)
+        } else if n == 4 && magic == [0x28, 0xb5, 0x2f, 0xfd] {
+            let dec = zstd::stream::read::Decoder::new(chained).map_err(|e| io_err(name, e))?;
+            (Box::new(dec), Compression::Zstd)
+        } else {
+            (chained, Compression::None)
+        };
+        let storage = Storage::Stream { reader: stream, buf: Vec::new(), end: 0, eof: false };
+        Self::with_storage(name.to_string(), storage, compression, total, Some(counter))
+    }
+
+    fn with_storage(
+        name: String,
+        storage: Storage,
+        compression: Compression,
+        total: Option<u64>,
+        counter: Option<Counter>,
+    ) -> Result<Self, CaptureError> {
+        let mut r = Self {
+            name,
+            storage,
+            pos: 0,
+            base: 0,
+            format: CaptureFormat::PcapNg,
+            compression,
+            frame: 0,
+            ng_big_endian: false,
+            interfaces: Vec::new(),
+            last_ts_ns: 0,
+            warnings: Vec::new(),
+            input_total: total,
+            input_counter: counter,
+        };
+        r.read_file_header()?;
+        Ok(r)
+    }
+
+    /// Name of the input (file name or "stdin").
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Container format.
+    pub fn format(&self) -> CaptureFormat {
+        self.format
+    }
+
+    /// Compression of the input.
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// Frames read so far (the number of the last frame returned).
+    pub fn frames_read(&self) -> u64 {
+        self.frame
+    }
+
+    /// Bytes of the underlying input consumed so far (compressed bytes for compressed
+    /// input) and the input's total size when known: for progress bars.
+    pub fn input_progress(&self) -> (u64, Option<u64>) {
+        let done = match &self.input_counter {
+            Some(c) => c.0.get(),
+            None => self.base + self.pos as u64,
+        };
+        (done, self.input_total)
+    }
+
+    /// Problems met so far that did not stop reading (malformed blocks that were skipped).
+    pub fn drain_warnings(&mut self) -> Vec<CaptureError> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    fn window(&self) -> &[u8] {
+        match &self.storage {
+            Storage::Mapped(m) => m.get(self.pos..).unwrap_or(&[]),
+            Storage::Owned(v) => v.get(self.pos..).unwrap_or(&[]),
+            Storage::Stream { buf, end, .. } => buf.get(self.pos..*end).unwrap_or(&[]),
+        }
+    }
+
+    fn slice_at(&self, start: usize, len: usize) -> &[u8] {
+        let all: &[u8] = match &self.storage {
+            Storage::Mapped(m) => m,
+            Storage::Owned(v) => v,
+            Storage::Stream { buf, .. } => buf,
+        };
+        all.get(start..start + len).unwrap_or(&[])
+    }
+
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Reads more input into the stream buffer, keeping the unread bytes. Returns false when
+    /// no more bytes can come.
+    fn refill(&mut self, want: usize) -> Result<bool, CaptureError> {
+        let Storage::Stream { reader, buf, end, eof } = &mut self.storage else {
+            return Ok(false);
+        };
+        if *eof {
+            return Ok(false);
+        }
+        // Compact: move the unread bytes to the front.
+        if self.pos > 0 {
+            buf.copy_within(self.pos..*end, 0);
+            *end -= self.pos;
+            self.base += self.pos as u64;
+            self.pos = 0;
+        }
+        let need = (*end + want.max(STREAM_CHUNK_BYTES)).min(*end + MAX_RECORD_BYTES + STREAM_CHUNK_BYTES);
+        if buf.len() < need {
+            buf.resize(need, 0);
+        }
+        let mut got_any = false;
+        while *end < buf.len() {
+            match reader.read(&mut buf[*end..]) {
+                Ok(0) => {
+                    *eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    *end += n;
+                    got_any = true;
+                    if *end >= want {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_err(&self.name, e)),
+            }
+        }
+        Ok(got_any)
+    }
+
+    fn ensure(&mut self, n: usize) -> Result<bool, CaptureError> {
+        while self.window().len() < n {
+            let want = n - self.window().len();
+            if !self.refill(want)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn read_file_header(&mut self) -> Result<(), CaptureError> {
+        self.ensure(24)?;
+        let w = self.window();
+        if w.len() < 4 {
+            return Err(CaptureError::NotACapture { first_bytes: hex_prefix(w) });
+        }
+        let magic = [w[0], w[1], w[2], w[3]];
+        let (nanos, big_endian) = match magic {
+            [0xd4, 0xc3, 0xb2, 0xa1] => (false, false),
+            [0xa1, 0xb2, 0xc3, 0xd4] => (false, true),
+            [0x4d, 0x3c, 0xb2, 0xa1] => (true, false),
+            [0xa1, 0xb2, 0x3c, 0x4d] => (true, true),
+            [0x0a, 0x0d, 0x0d, 0x0a] => {
+                self.format = CaptureFormat::PcapNg;
+                return Ok(());
+            }
+            _ => return Err(CaptureError::NotACapture { first_bytes: hex_prefix(w) }),
+        };
+        if w.len() < 24 {
+            return Err(CaptureError::Truncated { offset: 0, frame: 0, needed: 24 - w.len() as u64 });
+        }
+        let rd = |o: usize| {
+            let b = [w[o], w[o + 1], w[o + 2], w[o + 3]];
+            if big_endian {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
+        let snaplen = rd(16);
+        // The low 16 bits hold the link type; the upper bits may carry FCS information.
+        let linktype = rd(20) & 0xffff;
+        self.format = CaptureFormat::Pcap { nanos, big_endian, linktype, snaplen };
+        self.pos += 24;
+        Ok(())
+    }
+
+    /// Returns the next packet, `Ok(None)` at the end of the input, or an error when the
+    /// input cannot be read further (a truncated last record, an I/O error, a corrupt record
+    /// header whose length cannot be trusted). Malformed blocks that can be skipped are
+    /// reported through [`drain_warnings`](Self::drain_warnings).
+    pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
+        loop {
+            let win = self.window();
+            if win.is_empty() {
+                if self.refill(1)? {
+                    continue;
+                }
+                return Ok(None);
+            }
+            let step = match self.format {
+                CaptureFormat::Pcap { nanos, big_endian, linktype, .. } => step_pcap(win, nanos, big_endian, linktype),
+                CaptureFormat::PcapNg => step_pcapng(win, self.ng_big_endian, &self.interfaces, self.last_ts_ns),
+            };
+            match step {
+                Step::Need(n) => {
+                    let have = self.window().len();
+                    if !self.ensure(have + n as usize)? {
+                        let needed = (have as u64 + n).saturating_sub(self.window().len() as u64);
+                        let e = CaptureError::Truncated { offset: self.offset(), frame: self.frame + 1, needed };
+                        // Consume the rest so that a caller that continues sees the end.
+                        self.pos += self.window().len();
+                        return Err(e);
+                    }
+                }
+                Step::Skip(n) => self.pos += n,
+                Step::Section { big_endian, consumed } => {
+                    self.ng_big_endian = big_endian;
+                    self.interfaces.clear();
+                    self.pos += consumed;
+                }
+                Step::Interface { iface, consumed } => {
+                    if self.interfaces.len() < MAX_INTERFACES {
+                        self.interfaces.push(iface);
+                    }
+                    self.pos += consumed;
+                }
+                Step::BadRecord { consumed, reason, is_packet } => {
+                    if is_packet {
+                        self.frame += 1;
+                    }
+                    let container = if matches!(self.format, CaptureFormat::Pcap { .. }) { "pcap" } else { "pcapng" };
+                    self.warnings.push(CaptureError::Malformed {
+                        container,
+                        offset: self.offset(),
+                        frame: self.frame + u64::from(!is_packet),
+                        reason,
+                    });
+                    self.pos += consumed;
+                }
+                Step::Fatal(reason) => {
+                    let container = if matches!(self.format, CaptureFormat::Pcap { .. }) { "pcap" } else { "pcapng" };
+                    let e = CaptureError::Malformed { container, offset: self.offset(), frame: self.frame + 1, reason };
+                    self.pos += self.window().len();
+                    return Err(e);
+                }
+                Step::Packet(p) => {
+                    let offset = self.offset();
+                    let start = self.pos + p.data_start;
+                    self.pos += p.consumed;
+                    self.frame += 1;
+                    self.last_ts_ns = p.ts_ns;
+                    return Ok(Some(Packet {
+                        frame: self.frame,
+                        ts_ns: p.ts_ns,
+                        linktype: p.linktype,
+                        origlen: p.origlen,
+                        data: self.slice_at(start, p.data_len),
+                        offset,
+                        interface: p.interface,
+                    }));
+                }
+            }
+        }
+    }
+}
+
+fn read_up_to(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+#[allow(unsafe_code)]
+fn map_file(file: &File) -> Option<memmap2::Mmap> {
+    if file.metadata().ok()?.len() == 0 {
+        return None;
+    }
+    // SAFETY: the map is read-only and private to this process. If another process
+    // truncates the file while we read it, the OS may deliver SIGBUS; that is the accepted
+    // trade-off of every mmap-based capture reader (tcpdump -r does the same with stdio
+    // buffers being the alternative, which `-` / pipes use here).
+    unsafe { memmap2::Mmap::map(file) }.ok()
+}
+
+fn needed(n: nom::Needed) -> u64 {
+    match n {
+        nom::Needed::Size(s) => s.get() as u64,
+        nom::Needed::Unknown => 1,
+    }
+}
+
+fn u32_at(w: &[u8], o: usize, be: bool) -> Option<u32> {
+    let b: [u8; 4] = w.get(o..o + 4)?.try_into().ok()?;
+    Some(if be { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) })
+}
+
+fn step_pcap(win: &[u8], nanos: bool, be: bool, linktype: u32) -> Step {
+    if win.len() < 16 {
+        return Step::Need(16 - win.len() as u64);
+    }
+    let caplen = u32_at(win, 8, be).unwrap_or(0) as usize;
+    if caplen > MAX_RECORD_BYTES {
+        return Step::Fatal(format!(
+            "record claims {caplen} captured bytes (limit {MAX_RECORD_BYTES}); the file is corrupt from here on"
+        ));
+    }
+    let parsed = if be { parse_pcap_frame_be(win) } else { parse_pcap_frame(win) };
+    match parsed {
+        Ok((rest, blk)) => {
+            let consumed = win.len() - rest.len();
+            let frac = if nanos { u64::from(blk.ts_usec) } else { u64::from(blk.ts_usec) * 1000 };
+            let ts_ns = (i64::from(blk.ts_sec)) * 1_000_000_000 + frac as i64;
+            Step::Packet(PacketStep {
+                consumed,
+                data_start: 16,
+                data_len: blk.data.len(),
+                ts_ns,
+                linktype,
+                origlen: blk.origlen,
+                interface: 0,
+            })
+        }
+        Err(nom::Err::Incomplete(n)) => Step::Need(needed(n)),
+        Err(_) => Step::Fatal("unparsable pcap record header".into()),
+    }
+}
+
+fn iface_from_idb(linktype: i32, snaplen: u32, tsresol: u8, tsoffset: i64) -> Interface {
+    let units = pcap_parser::build_ts_resolution(tsresol).filter(|u| *u > 0).unwrap_or(1_000_000);
+    Interface { linktype: (linktype as u32) & 0xffff, units_per_sec: units, offset_s: tsoffset, snaplen }
+}
+
+fn ts_to_ns(high: u32, low: u32, iface: &Interface) -> i64 {
+    let t = (u128::from(high) << 32) | u128::from(low);
+    let units = u128::from(iface.units_per_sec);
+    let secs = t / units;
+    let frac = t % units;
+    let ns = secs * 1_000_000_000 + frac * 1_000_000_000 / units;
+    (ns as i64).saturating_add(iface.offset_s.saturating_mul(1_000_000_000))
+}
+
+fn step_pcapng(win: &[u8], be: bool, ifaces: &[Interface], last_ts: i64) -> Step {
+    if win.len() < 12 {
+        return Step::Need(12 - win.len() as u64);
+    }
+    let is_shb = win[..4] == [0x0a, 0x0d, 0x0d, 0x0a];
+    // A section header announces its own byte order (byte-order magic at offset 8).
+    let be = if is_shb { win.get(8..12) == Some(&[0x1a, 0x2b, 0x3c, 0x4d][..]) } else { be };
+    let block_len = u32_at(win, 4, be).unwrap_or(0) as usize;
+    if block_len < 12 || block_len % 4 != 0 || block_len > MAX_RECORD_BYTES {
+        return Step::Fatal(format!(
+            "block length {block_len} is invalid (must be ≥ 12, a multiple of 4, ≤ {MAX_RECORD_BYTES})"
+        ));
+    }
+    if win.len() < block_len {
+        return Step::Need((block_len - win.len()) as u64);
+    }
+    let block_type = u32_at(win, 0, be).unwrap_or(0);
+    let is_packet_block = matches!(block_type, 6 | 3);
+    let parsed = if be { parse_block_be(&win[..block_len]) } else { parse_block_le(&win[..block_len]) };
+    let blk = match parsed {
+        Ok((_, b)) => b,
+        Err(nom::Err::Incomplete(_)) | Err(_) => {
+            return Step::BadRecord {
+                consumed: block_len,
+                reason: format!("block type 0x{block_type:08x} of {block_len} bytes does not parse; skipped"),
+                is_packet: is_packet_block,
+            }
+        }
+    };
+    match blk {
+        Block::SectionHeader(shb) => Step::Section { big_endian: shb.big_endian(), consumed: block_len },
+        Block::InterfaceDescription(idb) => Step::Interface {
+            iface: iface_from_idb(idb.linktype.0, idb.snaplen, idb.if_tsresol, idb.if_tsoffset),
+            consumed: block_len,
+        },
+        Block::EnhancedPacket(epb) => {
+            let Some(iface) = ifaces.get(epb.if_id as usize) else {
+                return Step::BadRecord {
+                    consumed: block_len,
+                    reason: format!("packet names interface {} but the section declared {}", epb.if_id, ifaces.len()),
+                    is_packet: true,
+                };
+            };
+            let caplen = (epb.caplen as usize).min(epb.data.len());
+            let data_start = epb.data.as_ptr() as usize - win.as_ptr() as usize;
+            Step::Packet(PacketStep {
+                consumed: block_len,
+                data_start,
+                data_len: caplen,
+                ts_ns: ts_to_ns(epb.ts_high, epb.ts_low, iface),
+                linktype: iface.linktype,
+                origlen: epb.origlen,
+                interface: epb.if_id,
+            })
+        }
+        Block::SimplePacket(spb) => {
+            let Some(iface) = ifaces.first() else {
+                return Step::BadRecord {
+                    consumed: block_len,
+                    reason: "simple packet block before any interface description".into(),
+                    is_packet: true,
+                };
+            };
+            let mut caplen = (spb.origlen as usize).min(spb.data.len());
+            if iface.snaplen > 0 {
+                caplen = caplen.min(iface.snaplen as usize);
+            }
+            let data_start = spb.data.as_ptr() as usize - win.as_ptr() as usize;
+            Step::Packet(PacketStep {
+                consumed: block_len,
+                data_start,
+                data_len: caplen,
+                ts_ns: last_ts,
+                linktype: iface.linktype,
+                origlen: spb.origlen,
+                interface: 0,
+            })
+        }
+        _ => Step::Skip(block_len),
+    }
+}

@@ -1,0 +1,668 @@
+//! The per-direction framer: stream bytes and gaps in, messages out.
+//!
+//! Message boundaries come only from the headers' length fields (`payload_length`, HELLO
+//! `nips`, connreq version), so payload bytes that were never captured do not break
+//! framing. A header that falls (even partly, before its length field) into uncaptured bytes
+//! loses the framing: the framer then scans captured bytes for a plausible header
+//! ([`find_resync`]) and reports how many bytes it skipped.
+
+use lnetcap_tcp::{ConnId, Dir, Stamp};
+
+use crate::limits::{HDR_CAP, PEEK_BYTES};
+use crate::message::{App, Body, FramingEvent, LnetEvent, Message, Proto};
+use crate::names::is_bulk_portal;
+use crate::nid::Nid;
+use crate::wire::consts::*;
+use crate::wire::{
+    hello_size, le32_at, Connreq, Hello, KsockHdr, LnetDetail, LnetHdr, PingInfo, PtlrpcInfo, SrpcInfo, NID16, NID4,
+};
+
+/// What the framer expects next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// Stream start of the active side: connreq (or directly a HELLO).
+    ActiveStart,
+    /// A HELLO (passive side's first bytes, or after the connreq).
+    Hello,
+    /// Messages of the negotiated protocol.
+    Framed,
+    /// Lost: scanning for a plausible header.
+    Desync,
+}
+
+/// Structure being collected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ctx {
+    /// Connreq or HELLO (first bytes of the active side).
+    Start,
+    /// HELLO.
+    Hello,
+    /// A message of the given protocol.
+    Msg(Proto),
+}
+
+/// Outcome of looking at the first header bytes.
+enum Size {
+    /// Need this many header bytes in total to decide.
+    Need(usize),
+    /// Message occupies `total` bytes; the first `hdr` are header.
+    Sized { total: u64, hdr: usize },
+    /// Bytes are not the expected structure.
+    Invalid(String),
+}
+
+fn size_of(ctx: Ctx, h: &[u8]) -> Size {
+    match ctx {
+        Ctx::Start => {
+            if h.len() < 4 {
+                return Size::Need(4);
+            }
+            let m = le32_at(h, 0).unwrap_or(0);
+            if m == ACCEPTOR_MAGIC || m.swap_bytes() == ACCEPTOR_MAGIC {
+                if h.len() < 8 {
+                    return Size::Need(8);
+                }
+                let v = le32_at(h, 4).unwrap_or(0);
+                let v = if m == ACCEPTOR_MAGIC { v } else { v.swap_bytes() };
+                return match Connreq::wire_len(v) {
+                    Some(n) => Size::Sized { total: n as u64, hdr: n },
+                    None => Size::Invalid(format!("acceptor connreq version {v} is unknown")),
+                };
+            }
+            size_of(Ctx::Hello, h)
+        }
+        Ctx::Hello => match hello_size(h) {
+            Ok(Some(n)) => Size::Sized { total: n as u64, hdr: n.min(HDR_CAP) },
+            Ok(None) => Size::Need(if le32_at(h, 0) == Some(TCP_MAGIC) {
+                32
+            } else if h.len() < 8 {
+                8
+            } else {
+                56
+            }),
+            Err(e) => Size::Invalid(e.to_string()),
+        },
+        Ctx::Msg(Proto::V1) => {
+            if h.len() < 32 {
+                return Size::Need(32);
+            }
+            let pl = le32_at(h, 28).unwrap_or(0);
+            if pl > LNET_MTU {
+                return Size::Invalid(format!("LNet payload_length {pl} exceeds LNET_MTU"));
+            }
+            Size::Sized { total: LNET_HDR_NID4_LEN as u64 + u64::from(pl), hdr: LNET_HDR_NID4_LEN }
+        }
+        Ctx::Msg(p) => {
+            if h.len() < 4 {
+                return Size::Need(4);
+            }
+            match le32_at(h, 0).unwrap_or(0) {
+                KSOCK_NOOP => Size::Sized { total: KSOCK_HDR_LEN as u64, hdr: KSOCK_HDR_LEN },
+                KSOCK_LNET => {
+                    let layout = if p == Proto::V4 { NID16 } else { NID4 };
+                    let need = KSOCK_HDR_LEN + layout.plen_off + 4;
+                    if h.len() < need {
+                        return Size::Need(need);
+                    }
+                    let pl = le32_at(h, KSOCK_HDR_LEN + layout.plen_off).unwrap_or(0);
+                    if pl > LNET_MTU {
+                        return Size::Invalid(format!("LNet payload_length {pl} exceeds LNET_MTU"));
+                    }
+                    let hdr = KSOCK_HDR_LEN + layout.len;
+                    Size::Sized { total: hdr as u64 + u64::from(pl), hdr }
+                }
+                t => Size::Invalid(format!("ksock message type 0x{t:x} is neither NOOP (0xc0) nor LNET (0xc1)")),
+            }
+        }
+    }
+}
+
+struct InProgress {
+    start: u64,
+    first: Stamp,
+    ctx: Ctx,
+    hdr: [u8; HDR_CAP],
+    /// Contiguous captured header bytes from `start`.
+    have: usize,
+    /// Header bytes wanted before the next decision.
+    want: usize,
+    sized: Option<(u64, usize)>,
+    /// Some header bytes fell into uncaptured stream.
+    hdr_lost: bool,
+    peek: Vec<u8>,
+    payload_captured: u64,
+}
+
+/// Framing counters of one direction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FramerStats {
+    /// Messages decoded (all kinds, including connreq and HELLO).
+    pub messages: u64,
+    /// Messages whose header was only partly captured (boundary known, some fields lost).
+    pub headers_partial: u64,
+    /// Message headers that fell into uncaptured bytes (boundary lost).
+    pub headers_lost: u64,
+    /// Times framing was lost.
+    pub desyncs: u64,
+    /// Times framing was found again.
+    pub resyncs: u64,
+    /// Bytes skipped while not framed.
+    pub bytes_skipped: u64,
+    /// Bytes inside decoded messages.
+    pub bytes_in_messages: u64,
+    /// Payload bytes of messages that were captured.
+    pub payload_bytes_captured: u64,
+    /// Bytes that did not parse as the expected structure (framing errors).
+    pub invalid_headers: u64,
+}
+
+/// Per-direction framer.
+pub struct Framer {
+    conn: ConnId,
+    dir: Dir,
+    expect: Expect,
+    proto: Option<Proto>,
+    flip: bool,
+    pos: u64,
+    cur: Option<InProgress>,
+    desync_from: u64,
+    /// NIDs seen on this connection (for resync plausibility).
+    pub known_nids: Vec<Nid>,
+    /// Counters.
+    pub stats: FramerStats,
+}
+
+impl Framer {
+    /// A framer for a half-stream. `from_start`: the stream origin is the true start (SYN
+    /// seen); `active`: this is the active side's direction.
+    pub fn new(conn: ConnId, dir: Dir, from_start: bool) -> Self {
+        let expect = match (from_start, dir) {
+            (true, Dir::FromActive) => Expect::ActiveStart,
+            (true, Dir::FromPassive) => Expect::Hello,
+            (false, _) => Expect::Desync,
+        };
+        Self {
+            conn,
+            dir,
+            expect,
+            proto: None,
+            flip: false,
+            pos: 0,
+            cur: None,
+            desync_from: 0,
+            known_nids: Vec::new(),
+            stats: FramerStats::default(),
+        }
+    }
+
+    /// Protocol negotiated on this direction (from its HELLO), if seen.
+    pub fn proto(&self) -> Option<Proto> {
+        self.proto
+    }
+
+    /// Sets the protocol when it is known from elsewhere (the other direction's HELLO).
+    pub fn hint_proto(&mut self, p: Proto) {
+        if self.proto.is_none() {
+            self.proto = Some(p);
+        }
+    }
+
+    /// Stream offset up to which bytes were consumed.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// True while framing is lost.
+    pub fn desynced(&self) -> bool {
+        self.expect == Expect::Desync
+    }
+
+    fn ctx(&self) -> Ctx {
+        match self.expect {
+            Expect::ActiveStart => Ctx::Start,
+            Expect::Hello => Ctx::Hello,
+            _ => Ctx::Msg(self.proto.unwrap_or(Proto::V3)),
+        }
+    }
+
+    fn lose(&mut self, at: u64, stamp: Stamp, reason: String, out: &mut Vec<LnetEvent>) {
+        if let Some(cur) = self.cur.take() {
+            // Header bytes collected so far are skipped bytes now.
+            self.stats.bytes_skipped += self.pos - cur.start;
+        }
+        self.expect = Expect::Desync;
+        self.desync_from = at;
+        self.stats.desyncs += 1;
+        out.push(LnetEvent::Framing {
+            conn: self.conn,
+            dir: self.dir,
+            stamp,
+            event: FramingEvent::Desync { offset: at, reason },
+        });
+    }
+
+    /// Captured bytes at the current position.
+    pub fn on_data(&mut self, offset: u64, data: &[u8], stamp: Stamp, out: &mut Vec<LnetEvent>) {
+        debug_assert_eq!(offset, self.pos);
+        let mut i = 0usize;
+        while i < data.len() {
+            if self.expect == Expect::Desync {
+                let found = find_resync(&data[i..], self.proto, &self.known_nids);
+                match found {
+                    Some((k, proto)) => {
+                        self.pos += k as u64;
+                        i += k;
+                        self.stats.bytes_skipped += k as u64;
+                        let skipped = self.pos - self.desync_from;
+                        if self.proto.is_none() {
+                            self.proto = Some(proto);
+                        }
+                        self.expect = Expect::Framed;
+                        self.stats.resyncs += 1;
+                        out.push(LnetEvent::Framing {
+                            conn: self.conn,
+                            dir: self.dir,
+                            stamp,
+                            event: FramingEvent::Resync { offset: self.pos, skipped },
+                        });
+                    }
+                    None => {
+                        let k = data.len() - i;
+                        self.pos += k as u64;
+                        self.stats.bytes_skipped += k as u64;
+                        return;
+                    }
+                }
+            }
+            let ctx = self.ctx();
+            let pos = self.pos;
+            let cur = self.cur.get_or_insert_with(|| InProgress {
+                start: pos,
+                first: stamp,
+                ctx,
+                hdr: [0; HDR_CAP],
+                have: 0,
+                want: 4,
+                sized: None,
+                hdr_lost: false,
+                peek: Vec::new(),
+                payload_captured: 0,
+            });
+            let in_msg = self.pos - cur.start;
+            let hdr_region = cur.sized.map_or(usize::MAX, |(_, h)| h) as u64;
+            if in_msg < hdr_region {
+                if cur.hdr_lost {
+                    // Header bytes after a hole: not contiguous, not usable.
+                    let k = ((hdr_region - in_msg) as usize).min(data.len() - i);
+                    self.pos += k as u64;
+                    i += k;
+                } else {
+                    let k = (cur.want - cur.have).min(data.len() - i);
+                    cur.hdr[cur.have..cur.have + k].copy_from_slice(&data[i..i + k]);
+                    cur.have += k;
+                    self.pos += k as u64;
+                    i += k;
+                    if cur.have == cur.want && cur.sized.is_none() {
+                        match size_of(cur.ctx, &cur.hdr[..cur.have]) {
+                            Size::Need(n) => cur.want = n.clamp(cur.have + 1, HDR_CAP),
+                            Size::Sized { total, hdr } => {
+                                cur.sized = Some((total, hdr));
+                                cur.want = hdr;
+                            }
+                            Size::Invalid(reason) => {
+                                self.stats.invalid_headers += 1;
+                                let start = cur.start;
+                                self.lose(start, stamp, reason, out);
+                                continue;
+                            }
+                        }
+                    }
+                }
+            } else {
+                let (total, _) = cur.sized.unwrap_or((0, 0));
+                let k = ((total - in_msg) as usize).min(data.len() - i);
+                if cur.peek.len() < PEEK_BYTES {
+                    let p = k.min(PEEK_BYTES - cur.peek.len());
+                    cur.peek.extend_from_slice(&data[i..i + p]);
+                }
+                cur.payload_captured += k as u64;
+                self.pos += k as u64;
+                i += k;
+            }
+            if let Some((total, _)) = cur.sized {
+                if self.pos - cur.start == total {
+                    self.finish(stamp, out);
+                }
+            }
+        }
+    }
+
+    /// Uncaptured bytes at the current position.
+    pub fn on_gap(&mut self, offset: u64, len: u64, stamp: Stamp, out: &mut Vec<LnetEvent>) {
+        debug_assert_eq!(offset, self.pos);
+        let mut left = len;
+        while left > 0 {
+            if self.expect == Expect::Desync {
+                self.pos += left;
+                self.stats.bytes_skipped += left;
+                return;
+            }
+            let Some(cur) = self.cur.as_mut() else {
+                self.stats.headers_lost += 1;
+                let at = self.pos;
+                self.lose(at, stamp, "a message header fell into uncaptured bytes".into(), out);
+                continue;
+            };
+            let Some((total, hdr)) = cur.sized else {
+                self.stats.headers_lost += 1;
+                let start = cur.start;
+                self.lose(start, stamp, "a message header was cut before its length field".into(), out);
+                continue;
+            };
+            let in_msg = self.pos - cur.start;
+            if in_msg < hdr as u64 {
+                cur.hdr_lost = true;
+            }
+            let k = (total - in_msg).min(left);
+            self.pos += k;
+            left -= k;
+            if self.pos - cur.start == total {
+                self.finish(stamp, out);
+            }
+        }
+    }
+
+    /// Bytes consumed by a message still in progress.
+    pub fn in_progress_bytes(&self) -> u64 {
+        self.cur.as_ref().map_or(0, |c| self.pos - c.start)
+    }
+
+    fn finish(&mut self, last: Stamp, out: &mut Vec<LnetEvent>) {
+        let Some(cur) = self.cur.take() else { return };
+        let (total, hdr_len) = cur.sized.unwrap_or((0, 0));
+        let hdr = &cur.hdr[..cur.have];
+        let header_complete = !cur.hdr_lost && cur.have >= hdr_len;
+        self.stats.messages += 1;
+        self.stats.bytes_in_messages += total;
+        self.stats.payload_bytes_captured += cur.payload_captured;
+        if !header_complete {
+            self.stats.headers_partial += 1;
+        }
+        let body = match cur.ctx {
+            Ctx::Start | Ctx::Hello => {
+                let is_connreq = cur.ctx == Ctx::Start && {
+                    let m = le32_at(hdr, 0).unwrap_or(0);
+                    m == ACCEPTOR_MAGIC || m.swap_bytes() == ACCEPTOR_MAGIC
+                };
+                if is_connreq {
+                    match Connreq::parse(hdr) {
+                        Ok(c) => {
+                            self.expect = Expect::Hello;
+                            self.note_nid(c.target_nid);
+                            Some(Body::Connreq(c))
+                        }
+                        Err(e) => {
+                            let s = cur.start;
+                            self.lose(s, last, e.to_string(), out);
+                            None
+                        }
+                    }
+                } else {
+                    match Hello::parse(hdr) {
+                        Ok(h) => {
+                            self.proto = Proto::from_version(h.version);
+                            self.flip = h.flip;
+                            self.expect = Expect::Framed;
+                            self.note_nid(h.src_nid);
+                            if let Some(d) = h.dst_nid {
+                                self.note_nid(d);
+                            }
+                            Some(Body::Hello(h))
+                        }
+                        Err(e) => {
+                            let s = cur.start;
+                            self.lose(s, last, e.to_string(), out);
+                            None
+                        }
+                    }
+                }
+            }
+            Ctx::Msg(proto) => {
+                let (ksock, lnet_bytes) = if proto.has_ksock() {
+                    match KsockHdr::parse(hdr, self.flip) {
+                        Ok(k) => (Some(k), hdr.get(KSOCK_HDR_LEN..).unwrap_or(&[])),
+                        Err(_) => (None, &[][..]),
+                    }
+                } else {
+                    (None, hdr)
+                };
+                match ksock {
+                    Some(k) if k.msg_type == KSOCK_NOOP => Some(Body::Noop(k)),
+                    _ => {
+                        let layout = if proto == Proto::V4 { NID16 } else { NID4 };
+                        match LnetHdr::parse(lnet_bytes, layout) {
+                            Ok(h) => {
+                                self.note_nid(h.src_nid);
+                                self.note_nid(h.dest_nid);
+                                let app = decode_app(&h, &cur.peek);
+                                Some(Body::Lnet { ksock, hdr: h, app })
+                            }
+                            Err(_) => None,
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(body) = body {
+            out.push(LnetEvent::Message(Box::new(Message {
+                conn: self.conn,
+                dir: self.dir,
+                offset: cur.start,
+                wire_len: total,
+                first: cur.first,
+                last,
+                proto: self.proto.filter(|_| matches!(cur.ctx, Ctx::Msg(_))),
+                body,
+                header_complete,
+                payload_captured: cur.payload_captured,
+            })));
+        }
+    }
+
+    fn note_nid(&mut self, n: Nid) {
+        if n != Nid::ANY && !self.known_nids.contains(&n) && self.known_nids.len() < 16 {
+            self.known_nids.push(n);
+        }
+    }
+}
+
+/// Decodes the captured payload prefix of an LNet message.
+fn decode_app(h: &LnetHdr, peek: &[u8]) -> App {
+    if peek.len() < 12 {
+        return App::None;
+    }
+    match h.detail {
+        Some(LnetDetail::Put { ptl_index, match_bits, .. }) => {
+            if ptl_index == 0 && match_bits == PING_MATCHBITS {
+                return PingInfo::parse(peek).map_or(App::None, App::Ping);
+            }
+            if matches!(ptl_index, 50..=52) {
+                return SrpcInfo::parse(peek).map_or(App::None, App::Srpc);
+            }
+            if is_bulk_portal(ptl_index) {
+                return App::None;
+            }
+            PtlrpcInfo::parse(peek).map_or(App::None, App::Ptlrpc)
+        }
+        Some(LnetDetail::Reply { .. }) => PingInfo::parse(peek).map_or(App::None, App::Ping),
+        _ => App::None,
+    }
+}
+
+fn plausible_nid(n: &Nid, known: &[Nid]) -> bool {
+    if !known.is_empty() {
+        return known.contains(n);
+    }
+    *n != Nid::ANY && matches!(n.lnd, 2 | 5 | 13 | 14 | 15 | 16 | 18 | 19) && (n.size == 0 || n.size == 12)
+}
+
+fn plausible_pid(p: u32) -> bool {
+    p == PID_LUSTRE || p & PID_USERFLAG != 0 || p < 65_536
+}
+
+/// Checks an LNet header at the start of `b` (which holds at least `layout.len` bytes).
+fn plausible_lnet(b: &[u8], proto: Proto, known: &[Nid]) -> Option<u64> {
+    let layout = if proto == Proto::V4 { NID16 } else { NID4 };
+    if b.len() < layout.len {
+        return None;
+    }
+    let h = LnetHdr::parse(b, layout).ok()?;
+    if h.msg_type > LNET_REPLY || h.payload_length > LNET_MTU {
+        return None;
+    }
+    if matches!(h.msg_type, LNET_GET | LNET_ACK) && h.payload_length != 0 {
+        return None;
+    }
+    if !plausible_nid(&h.src_nid, known) || !plausible_nid(&h.dest_nid, known) {
+        return None;
+    }
+    if !plausible_pid(h.src_pid) || !plausible_pid(h.dest_pid) {
+        return None;
+    }
+    let u = &b[layout.union_off..layout.len];
+    let used = match h.detail? {
+        LnetDetail::Put { ptl_index, .. } => {
+            if ptl_index > 255 {
+                return None;
+            }
+            40
+        }
+        LnetDetail::Get { ptl_index, sink_length, .. } => {
+            if ptl_index > 255 || sink_length > LNET_MTU {
+                return None;
+            }
+            36
+        }
+        LnetDetail::Ack { mlength, .. } => {
+            if mlength > LNET_MTU {
+                return None;
+            }
+            28
+        }
+        LnetDetail::Reply { .. } => 16,
+        _ => return None,
+    };
+    if u[used..].iter().any(|&x| x != 0) {
+        return None;
+    }
+    Some(layout.len as u64 + u64::from(h.payload_length))
+}
+
+/// Length of a plausible message (ksock-framed for `proto` V2–V4, bare for V1) at the start
+/// of `b`, or `None`.
+fn plausible_msg(b: &[u8], proto: Proto, known: &[Nid]) -> Option<u64> {
+    if proto == Proto::V1 {
+        return plausible_lnet(b, proto, known);
+    }
+    if b.len() < KSOCK_HDR_LEN {
+        return None;
+    }
+    let k = KsockHdr::parse(b, false).ok()?;
+    // Cookies are per-peer counters starting at 2: far below 2^48 in any real capture.
+    if k.zc_req_cookie >= 1 << 48 || k.zc_ack_cookie >= 1 << 48 {
+        return None;
+    }
+    if k.csum != 0 && proto != Proto::V2 {
+        return None;
+    }
+    match k.msg_type {
+        KSOCK_NOOP => (k.zc_ack_cookie != 0).then_some(KSOCK_HDR_LEN as u64),
+        KSOCK_LNET => plausible_lnet(&b[KSOCK_HDR_LEN..], proto, known).map(|n| n + KSOCK_HDR_LEN as u64),
+        _ => None,
+    }
+}
+
+/// Finds a resynchronisation point in `b`: the index of a plausible message start and the
+/// protocol it was recognised under.
+///
+/// A candidate must pass every header plausibility check (NIDs, pids, type, payload length,
+/// zero union padding, small ZC cookies) and the message that follows it must parse too
+/// whenever its start was captured; a lone NOOP is accepted only when it ends exactly where
+/// the captured bytes end or is followed by another plausible message.
+pub fn find_resync(b: &[u8], proto: Option<Proto>, known: &[Nid]) -> Option<(usize, Proto)> {
+    let protos: &[Proto] = match proto {
+        Some(Proto::V1) => &[Proto::V1],
+        Some(Proto::V2) => &[Proto::V2],
+        Some(Proto::V4) => &[Proto::V4],
+        Some(Proto::V3) => &[Proto::V3],
+        None => &[Proto::V3, Proto::V4],
+    };
+    if protos == [Proto::V1] {
+        // No type byte to search for: only a message starting exactly here.
+        return plausible_chain(b, Proto::V1, known).then_some((0, Proto::V1));
+    }
+    let mut i = 0;
+    while i + 4 <= b.len() {
+        let Some(rel) = b[i..].iter().position(|&x| x == 0xc0 || x == 0xc1) else {
+            break;
+        };
+        let p = i + rel;
+        if b.len() >= p + 4 && b[p + 1..p + 4] == [0, 0, 0] {
+            for &pr in protos {
+                if plausible_chain(&b[p..], pr, known) {
+                    return Some((p, pr));
+                }
+            }
+        }
+        i = p + 1;
+    }
+    None
+}
+
+fn plausible_chain(b: &[u8], proto: Proto, known: &[Nid]) -> bool {
+    let Some(len) = plausible_msg(b, proto, known) else {
+        return false;
+    };
+    let is_noop = proto.has_ksock() && b[0] == 0xc0;
+    let next = usize::try_from(len).unwrap_or(usize::MAX);
+    if next < b.len() {
+        // The following message starts inside the captured bytes: it must look right too.
+        let rest = &b[next..];
+        if proto.has_ksock() {
+            if rest.len() < 4 {
+                return !is_noop;
+            }
+            if !(rest[0] == 0xc0 || rest[0] == 0xc1) || rest[1..4] != [0, 0, 0] {
+                return false;
+            }
+            let full = KSOCK_HDR_LEN
+                + if rest[0] == 0xc1 {
+                    if proto == Proto::V4 {
+                        LNET_HDR_NID16_LEN
+                    } else {
+                        LNET_HDR_NID4_LEN
+                    }
+                } else {
+                    0
+                };
+            return rest.len() < full || plausible_msg(rest, proto, known).is_some();
+        }
+        return rest.len() < LNET_HDR_NID4_LEN || plausible_msg(rest, proto, known).is_some();
+    }
+    // A NOOP is weak evidence alone: accept it only when it ends exactly at the end of the
+    // captured bytes (a segment of NOOPs).
+    !is_noop || next == b.len()
+}
+
+/// True when the first captured bytes of a stream look like socklnd: an acceptor connreq or
+/// HELLO at the stream start, or a plausible message anywhere.
+pub fn looks_like_lnet(b: &[u8], at_stream_start: bool) -> bool {
+    if at_stream_start {
+        if let Some(m) = le32_at(b, 0) {
+            if [ACCEPTOR_MAGIC, PROTO_MAGIC, TCP_MAGIC].iter().any(|&x| m == x || m.swap_bytes() == x) {
+                return true;
+            }
+        }
+    }
+    find_resync(b, None, &[]).is_some_and(|(i, _)| b.get(i) == Some(&0xc1))
+}

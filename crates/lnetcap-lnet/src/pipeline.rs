@@ -1,0 +1,451 @@
+//! The decode pipeline: packet records → TCP streams → socklnd framing → [`LnetEvent`]s,
+//! with the accounting that says where every frame and every stream byte went.
+
+use std::collections::BTreeMap;
+
+use lnetcap_capture::{decode_packet, NotTcp, Packet};
+use lnetcap_tcp::{ConnId, Connection, Dir, FlowTable, Stamp, StreamEvent, StreamSink, Verdict};
+use serde::Serialize;
+
+use crate::framer::{looks_like_lnet, Framer, FramerStats};
+use crate::message::{Body, LnetEvent, Proto};
+use crate::wire::conn_type;
+
+/// Decoder options.
+#[derive(Debug, Clone)]
+pub struct DecodeConfig {
+    /// TCP ports of LNet acceptors (988 by default).
+    pub ports: Vec<u16>,
+    /// Also follow connections on other ports whose first bytes look like socklnd.
+    pub detect: bool,
+}
+
+impl Default for DecodeConfig {
+    fn default() -> Self {
+        Self { ports: vec![988], detect: true }
+    }
+}
+
+/// Whether a connection carries LNet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// One end is a configured LNet port.
+    LnetPort,
+    /// Recognised by content.
+    LnetContent,
+    /// Not yet decided (no payload seen).
+    Unknown,
+    /// Not LNet.
+    NotLnet,
+}
+
+impl Class {
+    /// True for LNet connections.
+    pub fn is_lnet(self) -> bool {
+        matches!(self, Self::LnetPort | Self::LnetContent)
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct DirAcct {
+    anomalies: BTreeMap<&'static str, u64>,
+    gaps: BTreeMap<&'static str, u64>,
+}
+
+struct ConnState {
+    class: Class,
+    framers: [Option<Framer>; 2],
+    acct: [DirAcct; 2],
+    hello_ctype: [Option<u32>; 2],
+    frames_data: u64,
+    frames_control: u64,
+}
+
+/// The stream sink that frames LNet traffic.
+pub struct Decoder {
+    cfg: DecodeConfig,
+    conns: Vec<ConnState>,
+    out: Vec<LnetEvent>,
+}
+
+impl Decoder {
+    fn new(cfg: DecodeConfig) -> Self {
+        Self { cfg, conns: Vec::new(), out: Vec::new() }
+    }
+}
+
+fn anomaly_name(a: &lnetcap_tcp::Anomaly) -> &'static str {
+    match a {
+        lnetcap_tcp::Anomaly::OverlapConflict { .. } => "overlap_conflict",
+        lnetcap_tcp::Anomaly::BeforeStreamStart { .. } => "before_stream_start",
+        lnetcap_tcp::Anomaly::DataAfterFin { .. } => "data_after_fin",
+    }
+}
+
+impl StreamSink for Decoder {
+    fn on_open(&mut self, conn: &Connection) -> Verdict {
+        let port = conn.endpoints.iter().any(|e| self.cfg.ports.contains(&e.port));
+        let class = if port {
+            Class::LnetPort
+        } else if self.cfg.detect {
+            Class::Unknown
+        } else {
+            Class::NotLnet
+        };
+        debug_assert_eq!(conn.id.0 as usize, self.conns.len());
+        self.conns.push(ConnState {
+            class,
+            framers: [None, None],
+            acct: Default::default(),
+            hello_ctype: [None, None],
+            frames_data: 0,
+            frames_control: 0,
+        });
+        if class == Class::NotLnet {
+            Verdict::Ignore
+        } else {
+            Verdict::Follow
+        }
+    }
+
+    fn on_event(&mut self, conn: &Connection, dir: Dir, stamp: Stamp, ev: StreamEvent<'_>) -> Verdict {
+        let st = &mut self.conns[conn.id.0 as usize];
+        if st.class == Class::Unknown {
+            match &ev {
+                StreamEvent::Data { offset, bytes } => {
+                    let at_start = *offset == 0 && conn.syn_seen[dir.index()];
+                    st.class = if looks_like_lnet(bytes, at_start) { Class::LnetContent } else { Class::NotLnet };
+                }
+                _ => {}
+            }
+        }
+        if st.class == Class::NotLnet {
+            return Verdict::Ignore;
+        }
+        let d = dir.index();
+        if st.framers[d].is_none() {
+            let mut f = Framer::new(conn.id, dir, conn.syn_seen[d]);
+            if let Some(p) = st.framers[1 - d].as_ref().and_then(Framer::proto) {
+                f.hint_proto(p);
+            }
+            st.framers[d] = Some(f);
+        }
+        let Some(framer) = st.framers[d].as_mut() else {
+            return Verdict::Follow;
+        };
+        let before = self.out.len();
+        match ev {
+            StreamEvent::Data { offset, bytes } => framer.on_data(offset, bytes, stamp, &mut self.out),
+            StreamEvent::Gap { offset, len, reason } => {
+                *st.acct[d].gaps.entry(reason.as_str()).or_default() += 1;
+                framer.on_gap(offset, len, stamp, &mut self.out);
+            }
+            StreamEvent::Fin { .. } | StreamEvent::Rst => {}
+            StreamEvent::Anomaly(a) => *st.acct[d].anomalies.entry(anomaly_name(&a)).or_default() += 1,
+        }
+        // A HELLO fixes the framing of the other direction too when it has none yet.
+        for ev in &self.out[before..] {
+            if let LnetEvent::Message(m) = ev {
+                if let Body::Hello(h) = &m.body {
+                    st.hello_ctype[d] = Some(h.conn_type);
+                    if let (Some(p), Some(other)) = (Proto::from_version(h.version), st.framers[1 - d].as_mut()) {
+                        other.hint_proto(p);
+                    }
+                }
+            }
+        }
+        Verdict::Follow
+    }
+}
+
+/// Frame accounting: every frame lands in exactly one category.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct FrameAccounting {
+    /// Frames read.
+    pub frames: u64,
+    /// TCP segments with payload on LNet connections.
+    pub lnet_data: u64,
+    /// TCP segments without payload (ACKs, SYN, FIN, RST) on LNet connections.
+    pub tcp_control: u64,
+    /// Frames of other traffic (not IP, not TCP, TCP that is not LNet).
+    pub other_traffic: u64,
+    /// Frames that could not be decoded, by reason.
+    pub undecodable: BTreeMap<String, u64>,
+}
+
+impl FrameAccounting {
+    /// Sum of all categories (equals `frames`).
+    pub fn total(&self) -> u64 {
+        self.lnet_data + self.tcp_control + self.other_traffic + self.undecodable.values().sum::<u64>()
+    }
+}
+
+/// Per-direction accounting of one connection.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct DirSummary {
+    /// `src:port->dst:port`.
+    pub tcp: String,
+    /// socklnd version framing this direction.
+    pub proto: Option<u8>,
+    /// Connection type the sender named in its HELLO.
+    pub hello_conn_type: Option<&'static str>,
+    /// Segments (any flags).
+    pub segments: u64,
+    /// Payload bytes on the wire, all copies (sum of segment payload lengths).
+    pub bytes_on_wire: u64,
+    /// Stream length reached (bytes in stream order, first copies).
+    pub stream_bytes: u64,
+    /// Stream bytes captured.
+    pub bytes_captured: u64,
+    /// Stream bytes cut by the snaplen.
+    pub bytes_snaplen: u64,
+    /// Stream bytes no captured segment carried.
+    pub bytes_lost: u64,
+    /// Bytes of repeated copies (retransmissions, overlaps).
+    pub bytes_retransmitted: u64,
+    /// Bytes outside the stream (before the first byte seen, after the FIN).
+    pub bytes_outside_stream: u64,
+    /// Messages decoded.
+    pub messages: u64,
+    /// Stream bytes inside decoded messages.
+    pub bytes_in_messages: u64,
+    /// Stream bytes skipped while framing was lost.
+    pub bytes_skipped: u64,
+    /// Stream bytes of a message cut by the end of the capture.
+    pub bytes_in_partial_message: u64,
+    /// Messages whose header was only partly captured.
+    pub headers_partial: u64,
+    /// Headers lost to uncaptured bytes (framing lost).
+    pub headers_lost: u64,
+    /// Framing lost.
+    pub desyncs: u64,
+    /// Framing found again.
+    pub resyncs: u64,
+    /// Headers that did not parse as the expected structure.
+    pub invalid_headers: u64,
+    /// Stream gaps by reason.
+    pub gaps: BTreeMap<&'static str, u64>,
+    /// Stream anomalies by kind.
+    pub anomalies: BTreeMap<&'static str, u64>,
+}
+
+/// Accounting of one connection.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ConnSummary {
+    /// Connection id (order of first packet).
+    pub id: u32,
+    /// LNet or not, and how it was decided.
+    pub class: Class,
+    /// Active side's endpoint.
+    pub active: String,
+    /// Passive side's endpoint.
+    pub passive: String,
+    /// How the active side was determined.
+    pub active_rule: &'static str,
+    /// First frame.
+    pub first_frame: u64,
+    /// Last frame.
+    pub last_frame: u64,
+    /// Frames with payload.
+    pub frames_data: u64,
+    /// Frames without payload.
+    pub frames_control: u64,
+    /// From the active side, then from the passive side.
+    pub dirs: [DirSummary; 2],
+}
+
+/// The whole accounting of a decode run.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DecodeSummary {
+    /// Frames by category.
+    pub frames: FrameAccounting,
+    /// LNet connections (those not LNet are counted in `frames.other_traffic` only).
+    pub connections: Vec<ConnSummary>,
+    /// Messages by kind over all connections.
+    pub messages_by_kind: BTreeMap<&'static str, u64>,
+}
+
+/// Packet records in, LNet events out.
+pub struct Pipeline {
+    table: FlowTable,
+    dec: Decoder,
+    other_frames: u64,
+    undecodable: BTreeMap<String, u64>,
+    frames: u64,
+    last: Stamp,
+    kinds: BTreeMap<&'static str, u64>,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline").field("frames", &self.frames).finish_non_exhaustive()
+    }
+}
+
+/// Short, stable reason text for a frame that is not a decodable TCP segment.
+fn undecodable_reason(e: &NotTcp) -> String {
+    match e {
+        NotTcp::IpFragment => "ip_fragment".into(),
+        NotTcp::UnknownLinkType { linktype } => format!("unsupported_linktype_{linktype}"),
+        NotTcp::Malformed { layer, .. } => format!("malformed_{}", layer.replace(' ', "_")),
+        NotTcp::NotIp { .. } | NotTcp::OtherIpProtocol { .. } => "other".into(),
+    }
+}
+
+impl Pipeline {
+    /// A pipeline with the given options.
+    pub fn new(cfg: DecodeConfig) -> Self {
+        Self {
+            table: FlowTable::new(&cfg.ports),
+            dec: Decoder::new(cfg),
+            other_frames: 0,
+            undecodable: BTreeMap::new(),
+            frames: 0,
+            last: Stamp::default(),
+            kinds: BTreeMap::new(),
+        }
+    }
+
+    /// Processes one packet record; events are appended to `out`. Returns the reason when
+    /// the frame could not be decoded (the caller may report it with the frame number).
+    pub fn push(&mut self, pkt: &Packet<'_>, out: &mut Vec<LnetEvent>) -> Option<NotTcp> {
+        self.frames += 1;
+        let stamp = Stamp { frame: pkt.frame, ts_ns: pkt.ts_ns };
+        self.last = stamp;
+        let res = match decode_packet(pkt.linktype, pkt.data, pkt.origlen) {
+            Ok(seg) => {
+                let o = self.table.process(&seg, stamp, &mut self.dec);
+                let st = &mut self.dec.conns[o.conn.0 as usize];
+                if seg.payload_len > 0 {
+                    st.frames_data += 1;
+                } else {
+                    st.frames_control += 1;
+                }
+                None
+            }
+            Err(e) if e.is_other_traffic() => {
+                self.other_frames += 1;
+                None
+            }
+            Err(e) => {
+                *self.undecodable.entry(undecodable_reason(&e)).or_default() += 1;
+                Some(e)
+            }
+        };
+        self.drain(out);
+        res
+    }
+
+    /// Counts a frame the capture reader could not parse (a malformed record).
+    pub fn count_unreadable_frame(&mut self) {
+        self.frames += 1;
+        *self.undecodable.entry("malformed_record".into()).or_default() += 1;
+    }
+
+    fn drain(&mut self, out: &mut Vec<LnetEvent>) {
+        for ev in &self.dec.out {
+            if let LnetEvent::Message(m) = ev {
+                *self.kinds.entry(m.kind()).or_default() += 1;
+            }
+        }
+        out.append(&mut self.dec.out);
+    }
+
+    /// End of input: flushes all streams.
+    pub fn finish(&mut self, out: &mut Vec<LnetEvent>) {
+        self.table.finish(self.last, &mut self.dec);
+        self.drain(out);
+    }
+
+    /// Connection description.
+    pub fn connection(&self, id: ConnId) -> Option<&Connection> {
+        self.table.connection(id)
+    }
+
+    /// The connection type named in the HELLO of the given direction, if captured.
+    pub fn hello_conn_type(&self, id: ConnId, dir: Dir) -> Option<u32> {
+        self.dec.conns.get(id.0 as usize).and_then(|c| c.hello_ctype[dir.index()])
+    }
+
+    /// The accounting so far.
+    pub fn summary(&self) -> DecodeSummary {
+        let mut frames = FrameAccounting {
+            frames: self.frames,
+            other_traffic: self.other_frames,
+            undecodable: self.undecodable.clone(),
+            ..FrameAccounting::default()
+        };
+        let mut connections = Vec::new();
+        for (conn, st) in self.table.connections().zip(&self.dec.conns) {
+            if !st.class.is_lnet() {
+                frames.other_traffic += st.frames_data + st.frames_control;
+                continue;
+            }
+            frames.lnet_data += st.frames_data;
+            frames.tcp_control += st.frames_control;
+            let dirs = [Dir::FromActive, Dir::FromPassive].map(|dir| {
+                let d = dir.index();
+                let h = self.table.half(conn.id, dir).map(|h| h.stats.clone()).unwrap_or_default();
+                let fs = st.framers[d].as_ref().map(|f| f.stats.clone()).unwrap_or_default();
+                let FramerStats {
+                    messages,
+                    headers_partial,
+                    headers_lost,
+                    desyncs,
+                    resyncs,
+                    bytes_skipped,
+                    bytes_in_messages,
+                    invalid_headers,
+                    ..
+                } = fs;
+                let partial = st.framers[d].as_ref().map_or(0, Framer::in_progress_bytes);
+                DirSummary {
+                    tcp: conn.tuple(dir),
+                    proto: st.framers[d].as_ref().and_then(Framer::proto).map(Proto::version),
+                    hello_conn_type: st.hello_ctype[d].map(conn_type::name),
+                    segments: h.segments,
+                    bytes_on_wire: h.bytes_delivered
+                        + h.bytes_snaplen
+                        + h.bytes_retransmitted
+                        + h.bytes_before_start
+                        + h.bytes_after_fin,
+                    stream_bytes: h.bytes_delivered + h.bytes_snaplen + h.bytes_lost,
+                    bytes_captured: h.bytes_delivered,
+                    bytes_snaplen: h.bytes_snaplen,
+                    bytes_lost: h.bytes_lost,
+                    bytes_retransmitted: h.bytes_retransmitted,
+                    bytes_outside_stream: h.bytes_before_start + h.bytes_after_fin,
+                    messages,
+                    bytes_in_messages,
+                    bytes_skipped,
+                    bytes_in_partial_message: partial,
+                    headers_partial,
+                    headers_lost,
+                    desyncs,
+                    resyncs,
+                    invalid_headers,
+                    gaps: st.acct[d].gaps.clone(),
+                    anomalies: st.acct[d].anomalies.clone(),
+                }
+            });
+            connections.push(ConnSummary {
+                id: conn.id.0,
+                class: st.class,
+                active: conn.endpoints[0].to_string(),
+                passive: conn.endpoints[1].to_string(),
+                active_rule: match conn.active_rule {
+                    lnetcap_tcp::ActiveRule::Handshake => "handshake",
+                    lnetcap_tcp::ActiveRule::AcceptorPort => "acceptor_port",
+                    lnetcap_tcp::ActiveRule::FirstPacket => "first_packet",
+                },
+                first_frame: conn.first.frame,
+                last_frame: conn.last.frame,
+                frames_data: st.frames_data,
+                frames_control: st.frames_control,
+                dirs,
+            });
+        }
+        DecodeSummary { frames, connections, messages_by_kind: self.kinds.clone() }
+    }
+}

@@ -1,0 +1,347 @@
+//! The flat, versioned record of one message: the `lnetcap decode --format jsonl` schema
+//! (docs/decode-jsonl.md) and the source of the text format.
+//!
+//! 64-bit identifiers (match bits, cookies, XIDs, wire handles, incarnations) are hex
+//! strings: JSON numbers lose bits past 2^53.
+
+use serde::Serialize;
+
+use crate::message::{App, Body, Message};
+use crate::names::{opc_name, portal_name};
+use crate::wire::{conn_type, srpc, LnetDetail, Wmd};
+
+/// Schema version of [`MessageRecord`]; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+fn hex(v: u64) -> String {
+    format!("0x{v:x}")
+}
+
+fn wmd(w: &Wmd) -> String {
+    format!("0x{:x}:0x{:x}", w.interface, w.object)
+}
+
+/// One message as a flat record. Keys absent from a message are omitted.
+#[derive(Debug, Clone, Serialize, Default, PartialEq)]
+pub struct MessageRecord {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Input file (only when several files are decoded in one run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// 1-based frame number of the frame holding the first header byte.
+    pub frame: u64,
+    /// Frame holding the last byte.
+    pub frame_last: u64,
+    /// Capture time of `frame`, ns since the epoch.
+    pub ts_ns: i64,
+    /// Capture time of `frame_last`.
+    pub ts_last_ns: i64,
+    /// Connection id (order of first packet in the capture).
+    pub conn: u32,
+    /// `srcip:port->dstip:port` of the sending direction.
+    pub tcp: String,
+    /// CONNREQ, HELLO, NOOP, PUT, GET, REPLY, ACK.
+    pub kind: &'static str,
+    /// socklnd version framing the message (absent for CONNREQ/HELLO).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proto: Option<u8>,
+    /// Stream offset of the first byte.
+    pub stream_offset: u64,
+    /// Bytes the message occupies in the stream.
+    pub wire_len: u64,
+    /// Every header byte was captured.
+    pub header_complete: bool,
+    /// Payload bytes captured.
+    pub payload_captured: u64,
+    /// Source NID (HELLO: sender; LNet: originator).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub src_nid: Option<String>,
+    /// Destination NID (CONNREQ: target; HELLO: what the sender believes the peer is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dst_nid: Option<String>,
+    /// Source pid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub src_pid: Option<u32>,
+    /// Destination pid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dst_pid: Option<u32>,
+    /// Acceptor connreq version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connreq_version: Option<u32>,
+    /// HELLO version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hello_version: Option<u32>,
+    /// HELLO connection type (CONTROL, BULK_IN, BULK_OUT, ANY, NONE).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conn_type: Option<&'static str>,
+    /// HELLO incarnation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<String>,
+    /// ksock checksum (when non-zero).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub csum: Option<String>,
+    /// ksock zero-copy request cookie (when non-zero).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zc_req_cookie: Option<String>,
+    /// ksock zero-copy ACK cookie (when non-zero).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zc_ack_cookie: Option<String>,
+    /// LNet payload length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_length: Option<u32>,
+    /// Portal (PUT, GET).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub portal: Option<u32>,
+    /// Portal name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub portal_name: Option<&'static str>,
+    /// Match bits (PUT, GET, ACK).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub match_bits: Option<String>,
+    /// PUT hdr_data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hdr_data: Option<String>,
+    /// PUT offset in the target MD.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub put_offset: Option<u32>,
+    /// PUT ack_wmd (absent when no ACK is wanted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ack_wmd: Option<String>,
+    /// GET return_wmd.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub return_wmd: Option<String>,
+    /// REPLY/ACK dst_wmd.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dst_wmd: Option<String>,
+    /// GET sink_length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sink_length: Option<u32>,
+    /// GET src_offset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub src_offset: Option<u32>,
+    /// ACK mlength.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mlength: Option<u32>,
+    /// PtlRPC: request, reply or error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ptlrpc: Option<&'static str>,
+    /// PtlRPC opcode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opc: Option<u32>,
+    /// PtlRPC opcode name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opc_name: Option<&'static str>,
+    /// PtlRPC pb_status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<i32>,
+    /// PtlRPC pb_service_time (s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_time: Option<u32>,
+    /// PtlRPC pb_mbits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pb_mbits: Option<String>,
+    /// PtlRPC jobid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobid: Option<String>,
+    /// PtlRPC early reply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub early_reply: Option<bool>,
+    /// Self-test message type name (BRW_REQST, BRW_REPLY, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub srpc_type: Option<&'static str>,
+    /// Self-test rpyid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpyid: Option<String>,
+    /// Self-test bulkid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bulkid: Option<String>,
+    /// Self-test BRW direction (read, write).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub brw_rw: Option<&'static str>,
+    /// Self-test BRW bulk length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub brw_len: Option<u32>,
+    /// Self-test reply status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub srpc_status: Option<u32>,
+    /// LNet ping info: NIDs listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ping_nids: Option<Vec<String>>,
+}
+
+impl MessageRecord {
+    /// Flattens a message; `tcp` is the sending direction's tuple.
+    pub fn from_message(m: &Message, tcp: String) -> Self {
+        let mut r = Self {
+            schema_version: SCHEMA_VERSION,
+            frame: m.first.frame,
+            frame_last: m.last.frame,
+            ts_ns: m.first.ts_ns,
+            ts_last_ns: m.last.ts_ns,
+            conn: m.conn.0,
+            tcp,
+            kind: m.kind(),
+            proto: m.proto.map(|p| p.version()),
+            stream_offset: m.offset,
+            wire_len: m.wire_len,
+            header_complete: m.header_complete,
+            payload_captured: m.payload_captured,
+            ..Self::default()
+        };
+        let nz = |v: u64| (v != 0).then(|| hex(v));
+        match &m.body {
+            Body::Connreq(c) => {
+                r.connreq_version = Some(c.version);
+                r.dst_nid = Some(c.target_nid.to_string());
+            }
+            Body::Hello(h) => {
+                r.hello_version = Some(h.version);
+                r.conn_type = Some(conn_type::name(h.conn_type));
+                r.src_nid = Some(h.src_nid.to_string());
+                r.dst_nid = h.dst_nid.map(|n| n.to_string());
+                r.src_pid = Some(h.src_pid);
+                r.dst_pid = Some(h.dst_pid);
+                r.incarnation = Some(hex(h.src_incarnation));
+            }
+            Body::Noop(k) => {
+                r.csum = (k.csum != 0).then(|| format!("0x{:08x}", k.csum));
+                r.zc_req_cookie = nz(k.zc_req_cookie);
+                r.zc_ack_cookie = nz(k.zc_ack_cookie);
+            }
+            Body::Lnet { ksock, hdr, app } => {
+                if let Some(k) = ksock {
+                    r.csum = (k.csum != 0).then(|| format!("0x{:08x}", k.csum));
+                    r.zc_req_cookie = nz(k.zc_req_cookie);
+                    r.zc_ack_cookie = nz(k.zc_ack_cookie);
+                }
+                r.src_nid = Some(hdr.src_nid.to_string());
+                r.dst_nid = Some(hdr.dest_nid.to_string());
+                r.src_pid = Some(hdr.src_pid);
+                r.dst_pid = Some(hdr.dest_pid);
+                r.payload_length = Some(hdr.payload_length);
+                match hdr.detail {
+                    Some(LnetDetail::Put { ack_wmd, match_bits, hdr_data, ptl_index, offset }) => {
+                        r.portal = Some(ptl_index);
+                        r.match_bits = Some(hex(match_bits));
+                        r.hdr_data = Some(hex(hdr_data));
+                        r.put_offset = Some(offset);
+                        r.ack_wmd = (!ack_wmd.is_none()).then(|| wmd(&ack_wmd));
+                    }
+                    Some(LnetDetail::Get { return_wmd, match_bits, ptl_index, src_offset, sink_length }) => {
+                        r.portal = Some(ptl_index);
+                        r.match_bits = Some(hex(match_bits));
+                        r.return_wmd = Some(wmd(&return_wmd));
+                        r.src_offset = Some(src_offset);
+                        r.sink_length = Some(sink_length);
+                    }
+                    Some(LnetDetail::Reply { dst_wmd }) => r.dst_wmd = Some(wmd(&dst_wmd)),
+                    Some(LnetDetail::Ack { dst_wmd, match_bits, mlength }) => {
+                        r.dst_wmd = Some(wmd(&dst_wmd));
+                        r.match_bits = Some(hex(match_bits));
+                        r.mlength = Some(mlength);
+                    }
+                    Some(LnetDetail::Hello { .. }) | Some(LnetDetail::Unknown) | None => {}
+                }
+                r.portal_name = r.portal.and_then(portal_name);
+                match app {
+                    App::Ptlrpc(p) => {
+                        r.ptlrpc = p.kind_name();
+                        r.opc = p.opc;
+                        r.opc_name = p.opc.and_then(opc_name);
+                        r.status = p.status;
+                        r.service_time = p.service_time;
+                        r.pb_mbits = p.mbits.map(hex);
+                        r.jobid = p.jobid.clone();
+                        r.early_reply = p.looks_early_reply().then_some(true);
+                    }
+                    App::Srpc(s) => {
+                        r.srpc_type = Some(srpc::type_name(s.msg_type));
+                        r.rpyid = s.rpyid.map(hex);
+                        r.bulkid = s.bulkid.map(hex);
+                        r.brw_rw = s.brw_rw.map(|x| match x {
+                            1 => "read",
+                            2 => "write",
+                            _ => "unknown",
+                        });
+                        r.brw_len = s.brw_len;
+                        r.srpc_status = s.status;
+                    }
+                    App::Ping(p) => r.ping_nids = Some(p.nids.iter().map(ToString::to_string).collect()),
+                    App::None => {}
+                }
+            }
+        }
+        r
+    }
+
+    /// One human-readable line (the `--format text` output).
+    pub fn text_line(&self) -> String {
+        use std::fmt::Write;
+        let ts = format!("{}.{:09}", self.ts_ns.div_euclid(1_000_000_000), self.ts_ns.rem_euclid(1_000_000_000));
+        let mut s = format!("{:>8} {} c{} {} {:<7}", self.frame, ts, self.conn, self.tcp, self.kind);
+        let mut kv = |k: &str, v: &dyn std::fmt::Display| {
+            let _ = write!(s, " {k}={v}");
+        };
+        if let (Some(a), Some(b)) = (&self.src_nid, &self.dst_nid) {
+            kv("nids", &format_args!("{a}->{b}"));
+        } else if let Some(b) = &self.dst_nid {
+            kv("target", b);
+        }
+        if let Some(v) = self.connreq_version {
+            kv("version", &v);
+        }
+        if let Some(v) = self.hello_version {
+            kv("version", &v);
+        }
+        if let Some(v) = self.conn_type {
+            kv("type", &v);
+        }
+        if let Some(v) = self.portal {
+            kv("ptl", &v);
+        }
+        if let Some(v) = &self.match_bits {
+            kv("mb", v);
+        }
+        if let Some(v) = self.payload_length {
+            kv("len", &v);
+        }
+        if let Some(v) = self.sink_length {
+            kv("sink", &v);
+        }
+        if let Some(v) = self.mlength {
+            kv("mlen", &v);
+        }
+        if let Some(v) = &self.zc_req_cookie {
+            kv("zc_req", v);
+        }
+        if let Some(v) = &self.zc_ack_cookie {
+            kv("zc_ack", v);
+        }
+        if let Some(v) = self.opc_name.map(str::to_string).or_else(|| self.opc.map(|o| format!("opc{o}"))) {
+            kv("opc", &v);
+        }
+        if let Some(v) = self.ptlrpc {
+            kv("rpc", &v);
+        }
+        if let Some(v) = self.status.filter(|s| *s != 0) {
+            kv("status", &v);
+        }
+        if self.early_reply == Some(true) {
+            kv("early", &true);
+        }
+        if let Some(v) = self.srpc_type {
+            kv("srpc", &v);
+        }
+        if let Some(v) = &self.rpyid {
+            kv("rpyid", v);
+        }
+        if let Some(v) = &self.bulkid {
+            kv("bulkid", v);
+        }
+        if !self.header_complete {
+            kv("header", &"partial");
+        }
+        s
+    }
+}

@@ -1,0 +1,118 @@
+//! TCP byte streams out of captured segments, sans-IO.
+//!
+//! [`FlowTable`] keeps one [`Connection`] per TCP 4-tuple (a new one when a SYN reuses a
+//! closed tuple) and, per direction, turns segments into an ordered stream of [`StreamEvent`]s
+//! in `u64` stream offsets (offset 0 = first byte after the SYN, or the first byte seen when
+//! the SYN was not captured):
+//!
+//! - in-order bytes are delivered at once, borrowing the capture buffer;
+//! - out-of-order segments wait in a bounded buffer ([`limits`]) until the hole fills, the
+//!   peer acknowledges the missing bytes (capture loss), the buffer overflows, or the capture
+//!   ends; then the hole becomes a [`GapReason::CaptureLoss`] gap;
+//! - retransmitted and overlapping bytes are dropped (first copy wins) after being compared
+//!   with the recently delivered bytes; a difference is an [`Anomaly::OverlapConflict`];
+//! - payload bytes that the snaplen cut off still occupy stream space: they are delivered as
+//!   a [`GapReason::Snaplen`] gap right after the captured prefix.
+//!
+//! Sequence numbers are compared modulo 2^32 (RFC 793 / RFC 1323 §4.2 style: a distance
+//! below 2^31 is "after"), so ISNs near 2^32 and wraps inside long streams are handled.
+
+pub mod limits;
+mod stream;
+mod table;
+
+pub use stream::{HalfStats, StreamHalf};
+pub use table::{ActiveRule, ConnId, ConnKey, Connection, Dir, Endpoint, FlowTable, SegmentOutcome, Verdict};
+
+/// Why bytes of a stream are missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GapReason {
+    /// The snaplen cut the segment's payload: the bytes were sent but not captured.
+    Snaplen,
+    /// A segment was never captured (the peer acknowledged bytes the capture does not have,
+    /// or the capture ended with a hole).
+    CaptureLoss,
+    /// The out-of-order buffer hit its limit and the hole was given up on.
+    BufferLimit,
+}
+
+impl GapReason {
+    /// Short name for reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Snaplen => "snaplen",
+            Self::CaptureLoss => "capture_loss",
+            Self::BufferLimit => "buffer_limit",
+        }
+    }
+}
+
+/// Stream-level anomalies: data, not log lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Anomaly {
+    /// A retransmitted or overlapping copy carried bytes that differ from the first copy.
+    OverlapConflict {
+        /// Stream offset of the first differing byte.
+        offset: u64,
+        /// Number of differing bytes in this segment.
+        bytes: u64,
+    },
+    /// Bytes before the first byte this capture saw of a stream picked up mid-stream.
+    BeforeStreamStart {
+        /// Bytes dropped.
+        bytes: u64,
+    },
+    /// Data after the FIN's sequence number.
+    DataAfterFin {
+        /// Bytes dropped.
+        bytes: u64,
+    },
+}
+
+/// What a flow table reports to its sink, in stream order per direction.
+#[derive(Debug)]
+pub enum StreamEvent<'a> {
+    /// Captured, in-order, first-copy bytes.
+    Data {
+        /// Stream offset of `bytes[0]`.
+        offset: u64,
+        /// The bytes.
+        bytes: &'a [u8],
+    },
+    /// Bytes that occupy stream space but were not captured.
+    Gap {
+        /// Stream offset of the first missing byte.
+        offset: u64,
+        /// Number of missing bytes.
+        len: u64,
+        /// Why they are missing.
+        reason: GapReason,
+    },
+    /// The sender's FIN (at the stream offset after its last byte).
+    Fin {
+        /// Stream offset of the FIN.
+        offset: u64,
+    },
+    /// A RST from this direction's sender.
+    Rst,
+    /// An anomaly.
+    Anomaly(Anomaly),
+}
+
+/// Capture position of the segment an event came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stamp {
+    /// 1-based frame number.
+    pub frame: u64,
+    /// Capture timestamp, ns.
+    pub ts_ns: i64,
+}
+
+/// Receives stream events. `conn` and `dir` say which half-stream; `stamp` is the frame the
+/// bytes arrived in (for buffered out-of-order data, the frame that carried them).
+pub trait StreamSink {
+    /// A new connection was opened in the table (first packet of a 4-tuple).
+    fn on_open(&mut self, conn: &Connection) -> Verdict;
+    /// An event on one half-stream.
+    fn on_event(&mut self, conn: &Connection, dir: Dir, stamp: Stamp, ev: StreamEvent<'_>) -> Verdict;
+}

@@ -1,0 +1,400 @@
+//! One direction of a TCP connection: sequence numbers → stream offsets → ordered events.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::limits::{HISTORY_BYTES, MAX_OOO_BYTES, MAX_OOO_SEGMENTS};
+use crate::{Anomaly, GapReason, Stamp, StreamEvent};
+
+/// Counters of one direction. Every payload byte of every segment lands in exactly one of
+/// `bytes_delivered`, `bytes_snaplen`, `bytes_retransmitted`, `bytes_before_start`,
+/// `bytes_after_fin` or (while waiting) the out-of-order buffer; `bytes_lost` counts stream
+/// bytes no segment in the capture carried.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HalfStats {
+    /// Segments seen in this direction (any flags).
+    pub segments: u64,
+    /// Segments with payload.
+    pub data_segments: u64,
+    /// Payload bytes delivered in order, as captured.
+    pub bytes_delivered: u64,
+    /// Payload bytes in stream order that the snaplen cut off.
+    pub bytes_snaplen: u64,
+    /// Stream bytes no captured segment carried (capture loss, buffer limit).
+    pub bytes_lost: u64,
+    /// Payload bytes that repeated bytes already delivered (retransmissions, overlaps).
+    pub bytes_retransmitted: u64,
+    /// Segments that repeated some already delivered bytes.
+    pub segments_retransmitted: u64,
+    /// Segments that arrived ahead of a hole.
+    pub segments_out_of_order: u64,
+    /// Bytes of repeated copies that differed from the first copy.
+    pub bytes_overlap_conflict: u64,
+    /// Bytes before the first byte seen of a stream picked up mid-stream.
+    pub bytes_before_start: u64,
+    /// Bytes after the FIN.
+    pub bytes_after_fin: u64,
+    /// Gaps delivered (any reason).
+    pub gaps: u64,
+}
+
+struct Chunk {
+    len: u64,
+    data: Vec<u8>,
+    stamp: Stamp,
+}
+
+/// Recently delivered bytes, to compare retransmitted copies with.
+#[derive(Default)]
+struct History {
+    ring: Vec<u8>,
+    /// Known ranges [start, end) whose bytes are in the ring, ascending.
+    ranges: VecDeque<(u64, u64)>,
+}
+
+impl History {
+    fn record(&mut self, off: u64, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        if self.ring.is_empty() {
+            self.ring = vec![0; HISTORY_BYTES];
+        }
+        let n = HISTORY_BYTES as u64;
+        let bytes = if bytes.len() > HISTORY_BYTES { &bytes[bytes.len() - HISTORY_BYTES..] } else { bytes };
+        let end = off + bytes.len() as u64;
+        let start = end - bytes.len() as u64;
+        let mut pos = (start % n) as usize;
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let k = rest.len().min(HISTORY_BYTES - pos);
+            self.ring[pos..pos + k].copy_from_slice(&rest[..k]);
+            rest = &rest[k..];
+            pos = 0;
+        }
+        match self.ranges.back_mut() {
+            Some(last) if last.1 == start => last.1 = end,
+            _ => self.ranges.push_back((start, end)),
+        }
+        let floor = end.saturating_sub(n);
+        while let Some(front) = self.ranges.front_mut() {
+            if front.1 <= floor {
+                self.ranges.pop_front();
+            } else {
+                front.0 = front.0.max(floor);
+                break;
+            }
+        }
+    }
+
+    /// Compares `bytes` (at stream offset `off`) with the known history. Returns (differing
+    /// bytes, offset of the first difference).
+    fn compare(&self, off: u64, bytes: &[u8]) -> (u64, u64) {
+        let n = HISTORY_BYTES as u64;
+        let end = off + bytes.len() as u64;
+        let mut differ = 0u64;
+        let mut first = u64::MAX;
+        for &(a, b) in &self.ranges {
+            let lo = a.max(off);
+            let hi = b.min(end);
+            let mut o = lo;
+            while o < hi {
+                if self.ring[(o % n) as usize] != bytes[(o - off) as usize] {
+                    differ += 1;
+                    first = first.min(o);
+                }
+                o += 1;
+            }
+        }
+        (differ, first)
+    }
+}
+
+/// One direction of a connection.
+#[derive(Default)]
+pub struct StreamHalf {
+    started: bool,
+    syn_seen: bool,
+    base_seq: u32,
+    next: u64,
+    ooo: BTreeMap<u64, Chunk>,
+    ooo_bytes: usize,
+    max_acked: Option<u64>,
+    fin: Option<u64>,
+    fin_emitted: bool,
+    history: History,
+    /// Counters.
+    pub stats: HalfStats,
+}
+
+impl std::fmt::Debug for StreamHalf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamHalf")
+            .field("started", &self.started)
+            .field("next", &self.next)
+            .field("ooo", &self.ooo.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl StreamHalf {
+    /// True once the stream's origin (offset 0) is fixed.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// True when the SYN of this direction was captured (offset 0 is the true start).
+    pub fn syn_seen(&self) -> bool {
+        self.syn_seen
+    }
+
+    /// Next stream offset to be delivered.
+    pub fn next_offset(&self) -> u64 {
+        self.next
+    }
+
+    /// Raw sequence number of stream offset 0.
+    pub fn base_seq(&self) -> u32 {
+        self.base_seq
+    }
+
+    /// Stream offset of a raw sequence number, relative to the delivery point; `None` before
+    /// the origin or when the stream has not started.
+    pub fn offset_of(&self, seq: u32) -> Option<u64> {
+        if !self.started {
+            return None;
+        }
+        let at_next = self.base_seq.wrapping_add(self.next as u32);
+        let rel = i64::from(seq.wrapping_sub(at_next) as i32);
+        let abs = self.next as i64 + rel;
+        (abs >= 0).then_some(abs as u64)
+    }
+
+    /// A SYN from this direction's sender.
+    pub fn on_syn(&mut self, seq: u32) {
+        if !self.started {
+            self.started = true;
+            self.syn_seen = true;
+            self.base_seq = seq.wrapping_add(1);
+        }
+    }
+
+    /// Fixes the origin at `seq` if the stream has not started (mid-stream pickup).
+    pub fn start_at(&mut self, seq: u32) {
+        if !self.started {
+            self.started = true;
+            self.base_seq = seq;
+        }
+    }
+
+    /// Frees the buffers of a stream no longer followed; counters stay.
+    pub fn release(&mut self) {
+        *self = Self { stats: std::mem::take(&mut self.stats), ..Self::default() };
+    }
+
+    /// True while bytes wait in the out-of-order buffer.
+    pub fn has_pending(&self) -> bool {
+        !self.ooo.is_empty()
+    }
+
+    fn deliver(
+        &mut self,
+        off: u64,
+        len: u64,
+        captured: &[u8],
+        stamp: Stamp,
+        emit: &mut impl FnMut(Stamp, StreamEvent<'_>),
+    ) {
+        debug_assert_eq!(off, self.next);
+        let cap = (captured.len() as u64).min(len) as usize;
+        if cap > 0 {
+            self.history.record(off, &captured[..cap]);
+            self.stats.bytes_delivered += cap as u64;
+            emit(stamp, StreamEvent::Data { offset: off, bytes: &captured[..cap] });
+        }
+        let missing = len - cap as u64;
+        if missing > 0 {
+            self.stats.bytes_snaplen += missing;
+            self.stats.gaps += 1;
+            emit(stamp, StreamEvent::Gap { offset: off + cap as u64, len: missing, reason: GapReason::Snaplen });
+        }
+        self.next = off + len;
+        self.maybe_fin(stamp, emit);
+    }
+
+    fn maybe_fin(&mut self, stamp: Stamp, emit: &mut impl FnMut(Stamp, StreamEvent<'_>)) {
+        if let Some(f) = self.fin {
+            if !self.fin_emitted && f <= self.next && self.ooo.is_empty() {
+                self.fin_emitted = true;
+                emit(stamp, StreamEvent::Fin { offset: f });
+            }
+        }
+    }
+
+    /// Drops the part of [off, off+len) already delivered, comparing the captured bytes of
+    /// that part with history. Returns the remaining (off, len, captured).
+    fn trim<'b>(
+        &mut self,
+        off: u64,
+        len: u64,
+        captured: &'b [u8],
+        stamp: Stamp,
+        emit: &mut impl FnMut(Stamp, StreamEvent<'_>),
+    ) -> Option<(u64, u64, &'b [u8])> {
+        if off >= self.next {
+            return Some((off, len, captured));
+        }
+        let dup = (self.next - off).min(len);
+        self.stats.bytes_retransmitted += dup;
+        self.stats.segments_retransmitted += 1;
+        let cmp_len = (dup as usize).min(captured.len());
+        let (differ, first) = self.history.compare(off, &captured[..cmp_len]);
+        if differ > 0 {
+            self.stats.bytes_overlap_conflict += differ;
+            emit(stamp, StreamEvent::Anomaly(Anomaly::OverlapConflict { offset: first, bytes: differ }));
+        }
+        if dup == len {
+            return None;
+        }
+        Some((self.next, len - dup, &captured[cmp_len..]))
+    }
+
+    /// A segment with `len` payload bytes on the wire, of which `captured` (a prefix) was
+    /// captured.
+    pub fn on_data(
+        &mut self,
+        seq: u32,
+        len: u64,
+        captured: &[u8],
+        stamp: Stamp,
+        emit: &mut impl FnMut(Stamp, StreamEvent<'_>),
+    ) {
+        self.stats.data_segments += 1;
+        self.start_at(seq);
+        let Some(off) = self.offset_of(seq) else {
+            self.stats.bytes_before_start += len;
+            emit(stamp, StreamEvent::Anomaly(Anomaly::BeforeStreamStart { bytes: len }));
+            return;
+        };
+        let Some((off, len, captured)) = self.trim(off, len, captured, stamp, emit) else {
+            return;
+        };
+        if let Some(fin) = self.fin {
+            if off >= fin {
+                self.stats.bytes_after_fin += len;
+                emit(stamp, StreamEvent::Anomaly(Anomaly::DataAfterFin { bytes: len }));
+                return;
+            }
+        }
+        if off == self.next {
+            self.deliver(off, len, captured, stamp, emit);
+            self.drain(emit);
+            return;
+        }
+        // Ahead of a hole: buffer it.
+        self.stats.segments_out_of_order += 1;
+        let keep = match self.ooo.get(&off) {
+            Some(c) => len > c.len,
+            None => true,
+        };
+        if keep {
+            if let Some(old) = self.ooo.insert(off, Chunk { len, data: captured.to_vec(), stamp }) {
+                self.ooo_bytes -= old.data.len();
+                self.stats.bytes_retransmitted += old.len;
+                self.stats.segments_retransmitted += 1;
+            }
+            self.ooo_bytes += captured.len();
+        } else {
+            self.stats.bytes_retransmitted += len;
+            self.stats.segments_retransmitted += 1;
+        }
+        if self.ooo_bytes > MAX_OOO_BYTES || self.ooo.len() > MAX_OOO_SEGMENTS {
+            self.skip_hole(GapReason::BufferLimit, emit);
+        } else if self.hole_acked() {
+            self.skip_hole(GapReason::CaptureLoss, emit);
+        }
+    }
+
+    fn hole_acked(&self) -> bool {
+        match (self.max_acked, self.ooo.first_key_value()) {
+            (Some(acked), Some((&start, _))) => acked >= start && start > self.next,
+            _ => false,
+        }
+    }
+
+    /// Declares the hole before the first buffered chunk missing, then drains.
+    fn skip_hole(&mut self, reason: GapReason, emit: &mut impl FnMut(Stamp, StreamEvent<'_>)) {
+        let Some((&start, chunk)) = self.ooo.first_key_value() else {
+            return;
+        };
+        if start > self.next {
+            let len = start - self.next;
+            self.stats.bytes_lost += len;
+            self.stats.gaps += 1;
+            emit(chunk.stamp, StreamEvent::Gap { offset: self.next, len, reason });
+            self.next = start;
+        }
+        self.drain(emit);
+    }
+
+    fn drain(&mut self, emit: &mut impl FnMut(Stamp, StreamEvent<'_>)) {
+        while let Some(entry) = self.ooo.first_entry() {
+            if *entry.key() > self.next {
+                break;
+            }
+            let (off, chunk) = entry.remove_entry();
+            self.ooo_bytes -= chunk.data.len();
+            if let Some((o, l, c)) = self.trim(off, chunk.len, &chunk.data, chunk.stamp, emit) {
+                self.deliver(o, l, c, chunk.stamp, emit);
+            }
+        }
+    }
+
+    /// The peer acknowledged up to raw sequence number `ack` of this direction.
+    pub fn on_peer_ack(&mut self, ack: u32, emit: &mut impl FnMut(Stamp, StreamEvent<'_>)) {
+        let Some(off) = self.offset_of(ack) else {
+            return;
+        };
+        // An ACK can cover the FIN's sequence number; data ends before it.
+        let off = match self.fin {
+            Some(f) => off.min(f),
+            None => off,
+        };
+        if self.max_acked.is_none_or(|m| off > m) {
+            self.max_acked = Some(off);
+        }
+        if self.hole_acked() {
+            self.skip_hole(GapReason::CaptureLoss, emit);
+        }
+    }
+
+    /// The sender's FIN, carried by a segment at `seq` with `len` payload bytes.
+    pub fn on_fin(&mut self, seq: u32, len: u64, stamp: Stamp, emit: &mut impl FnMut(Stamp, StreamEvent<'_>)) {
+        self.start_at(seq);
+        if self.fin.is_some() {
+            return;
+        }
+        if let Some(off) = self.offset_of(seq) {
+            self.fin = Some(off + len);
+            self.maybe_fin(stamp, emit);
+        }
+    }
+
+    /// End of capture (or of the connection): every hole becomes a capture-loss gap, buffered
+    /// data is delivered, bytes acknowledged but never seen become a final gap.
+    pub fn flush(&mut self, stamp: Stamp, emit: &mut impl FnMut(Stamp, StreamEvent<'_>)) {
+        while !self.ooo.is_empty() {
+            self.skip_hole(GapReason::CaptureLoss, emit);
+        }
+        if let Some(acked) = self.max_acked {
+            if acked > self.next {
+                let len = acked - self.next;
+                self.stats.bytes_lost += len;
+                self.stats.gaps += 1;
+                emit(stamp, StreamEvent::Gap { offset: self.next, len, reason: GapReason::CaptureLoss });
+                self.next = acked;
+            }
+        }
+        self.maybe_fin(stamp, emit);
+        self.history = History::default();
+    }
+}

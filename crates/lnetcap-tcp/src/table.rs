@@ -1,0 +1,368 @@
+//! The flow table: 4-tuple → connection, with the two half-streams of each.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::net::IpAddr;
+
+use lnetcap_capture::TcpSegment;
+
+use crate::stream::StreamHalf;
+use crate::{Stamp, StreamEvent, StreamSink};
+
+/// Index of a connection in the table: connections are numbered 0, 1, 2, ... in the order
+/// of their first captured packet, so ids are stable for a given capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u32);
+
+/// Direction within a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dir {
+    /// From the active side (the one that sent the SYN / connects to the LNet port).
+    FromActive = 0,
+    /// From the passive side.
+    FromPassive = 1,
+}
+
+impl Dir {
+    /// Index 0 / 1.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+    /// The other direction.
+    pub fn reverse(self) -> Self {
+        match self {
+            Self::FromActive => Self::FromPassive,
+            Self::FromPassive => Self::FromActive,
+        }
+    }
+}
+
+/// One end of a TCP connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Endpoint {
+    /// Address.
+    pub ip: IpAddr,
+    /// Port.
+    pub port: u16,
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.ip {
+            IpAddr::V4(a) => write!(f, "{a}:{}", self.port),
+            IpAddr::V6(a) => write!(f, "[{a}]:{}", self.port),
+        }
+    }
+}
+
+/// Canonical (sorted) 4-tuple.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnKey(pub Endpoint, pub Endpoint);
+
+impl ConnKey {
+    fn of(a: Endpoint, b: Endpoint) -> Self {
+        if a <= b {
+            Self(a, b)
+        } else {
+            Self(b, a)
+        }
+    }
+}
+
+/// How the active side was determined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActiveRule {
+    /// The SYN (or SYN-ACK) was captured.
+    Handshake,
+    /// The other end's port is a configured LNet (acceptor) port.
+    AcceptorPort,
+    /// Neither: the sender of the first captured packet is taken as active.
+    FirstPacket,
+}
+
+/// What the table knows of a connection, independent of its stream state.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    /// Id.
+    pub id: ConnId,
+    /// `endpoints[0]` is the active side, `endpoints[1]` the passive side.
+    pub endpoints: [Endpoint; 2],
+    /// How the active side was determined.
+    pub active_rule: ActiveRule,
+    /// Frame and time of the first packet.
+    pub first: Stamp,
+    /// Frame and time of the latest packet.
+    pub last: Stamp,
+    /// A RST was seen.
+    pub reset: bool,
+    /// The SYN of each direction (index [`Dir::index`]) was captured: its stream offsets
+    /// start at the true first byte.
+    pub syn_seen: [bool; 2],
+}
+
+impl Connection {
+    /// `src→dst` of the given direction, e.g. `10.0.0.2:1023->10.0.0.1:988`.
+    pub fn tuple(&self, dir: Dir) -> String {
+        let (a, b) = match dir {
+            Dir::FromActive => (self.endpoints[0], self.endpoints[1]),
+            Dir::FromPassive => (self.endpoints[1], self.endpoints[0]),
+        };
+        format!("{a}->{b}")
+    }
+}
+
+/// Whether the sink wants the connection's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Keep reassembling.
+    Follow,
+    /// Not interesting (e.g. not LNet): count its packets, deliver nothing more.
+    Ignore,
+}
+
+/// What one segment did, for per-frame accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentOutcome {
+    /// Connection.
+    pub conn: ConnId,
+    /// Direction.
+    pub dir: Dir,
+    /// The connection is ignored (not followed).
+    pub ignored: bool,
+}
+
+struct Slot {
+    info: Connection,
+    halves: [StreamHalf; 2],
+    ignored: bool,
+    closed: [bool; 2],
+}
+
+/// FxHash-style hasher: flow keys are not attacker-chosen hash-flooding material in an
+/// offline analyzer, and SipHash costs more than the rest of the per-packet work.
+#[derive(Default)]
+struct FastHasher(u64);
+
+impl Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u16(&mut self, v: u16) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+/// The table of TCP connections.
+pub struct FlowTable {
+    map: HashMap<ConnKey, u32, BuildHasherDefault<FastHasher>>,
+    slots: Vec<Slot>,
+    acceptor_ports: Vec<u16>,
+    last_key: Option<(ConnKey, u32)>,
+}
+
+impl std::fmt::Debug for FlowTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowTable").field("connections", &self.slots.len()).finish_non_exhaustive()
+    }
+}
+
+impl FlowTable {
+    /// A table; `acceptor_ports` (988 by default in the CLI) decide the active side when the
+    /// handshake was not captured.
+    pub fn new(acceptor_ports: &[u16]) -> Self {
+        Self { map: HashMap::default(), slots: Vec::new(), acceptor_ports: acceptor_ports.to_vec(), last_key: None }
+    }
+
+    /// Number of connections seen.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// True when no connection was seen.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// A connection's description.
+    pub fn connection(&self, id: ConnId) -> Option<&Connection> {
+        self.slots.get(id.0 as usize).map(|s| &s.info)
+    }
+
+    /// One half-stream's state (counters, offsets).
+    pub fn half(&self, id: ConnId, dir: Dir) -> Option<&StreamHalf> {
+        self.slots.get(id.0 as usize).map(|s| &s.halves[dir.index()])
+    }
+
+    /// True when the sink said to ignore the connection.
+    pub fn is_ignored(&self, id: ConnId) -> bool {
+        self.slots.get(id.0 as usize).is_some_and(|s| s.ignored)
+    }
+
+    /// All connections in id order.
+    pub fn connections(&self) -> impl Iterator<Item = &Connection> {
+        self.slots.iter().map(|s| &s.info)
+    }
+
+    fn new_slot(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> u32 {
+        let src = Endpoint { ip: seg.ip.src, port: seg.src_port };
+        let dst = Endpoint { ip: seg.ip.dst, port: seg.dst_port };
+        let (active, rule) = if seg.flags.syn() {
+            (if seg.flags.ack() { dst } else { src }, ActiveRule::Handshake)
+        } else if self.acceptor_ports.contains(&dst.port) && !self.acceptor_ports.contains(&src.port) {
+            (src, ActiveRule::AcceptorPort)
+        } else if self.acceptor_ports.contains(&src.port) && !self.acceptor_ports.contains(&dst.port) {
+            (dst, ActiveRule::AcceptorPort)
+        } else {
+            (src, ActiveRule::FirstPacket)
+        };
+        let passive = if active == src { dst } else { src };
+        let id = self.slots.len() as u32;
+        let info = Connection {
+            id: ConnId(id),
+            endpoints: [active, passive],
+            active_rule: rule,
+            first: stamp,
+            last: stamp,
+            reset: false,
+            syn_seen: [false; 2],
+        };
+        let verdict = sink.on_open(&info);
+        self.slots.push(Slot {
+            info,
+            halves: [StreamHalf::default(), StreamHalf::default()],
+            ignored: verdict == Verdict::Ignore,
+            closed: [false; 2],
+        });
+        id
+    }
+
+    fn lookup(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> u32 {
+        let key = ConnKey::of(
+            Endpoint { ip: seg.ip.src, port: seg.src_port },
+            Endpoint { ip: seg.ip.dst, port: seg.dst_port },
+        );
+        let mut idx = match self.last_key {
+            Some((k, i)) if k == key => Some(i),
+            _ => self.map.get(&key).copied(),
+        };
+        // A fresh SYN on a tuple whose connection ended (or whose stream has moved on)
+        // starts a new connection: port reuse.
+        if let Some(i) = idx {
+            let slot = &self.slots[i as usize];
+            if seg.flags.syn() && !seg.flags.ack() {
+                let h = &slot.halves[Dir::FromActive.index()];
+                let same_syn = h.syn_seen() && h.base_seq() == seg.seq.wrapping_add(1);
+                let ended = slot.closed.iter().any(|c| *c) || slot.info.reset;
+                if !same_syn && (ended || h.started()) {
+                    idx = None;
+                }
+            }
+        }
+        let i = match idx {
+            Some(i) => i,
+            None => {
+                let i = self.new_slot(seg, stamp, sink);
+                self.map.insert(key, i);
+                i
+            }
+        };
+        self.last_key = Some((key, i));
+        i
+    }
+
+    /// Processes one TCP segment.
+    pub fn process(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> SegmentOutcome {
+        let i = self.lookup(seg, stamp, sink);
+        let slot = &mut self.slots[i as usize];
+        slot.info.last = stamp;
+        let src = Endpoint { ip: seg.ip.src, port: seg.src_port };
+        let dir = if src == slot.info.endpoints[0] { Dir::FromActive } else { Dir::FromPassive };
+        let outcome = SegmentOutcome { conn: slot.info.id, dir, ignored: slot.ignored };
+        slot.halves[dir.index()].stats.segments += 1;
+        if slot.ignored {
+            return outcome;
+        }
+        let Slot { info, halves, ignored, closed } = slot;
+        if seg.flags.rst() {
+            info.reset = true;
+        }
+        if seg.flags.syn() && !halves[dir.index()].started() {
+            info.syn_seen[dir.index()] = true;
+        }
+        let info = &*info;
+        let mut verdict = Verdict::Follow;
+        let mut emit_dir = |d: Dir, st: Stamp, ev: StreamEvent<'_>| {
+            if sink_event(sink, info, d, st, ev) == Verdict::Ignore {
+                verdict = Verdict::Ignore;
+            }
+        };
+        let [h0, h1] = halves;
+        let (this, peer) = if dir == Dir::FromActive { (h0, h1) } else { (h1, h0) };
+        if seg.flags.syn() {
+            this.on_syn(seg.seq);
+        }
+        // The ACK field acknowledges the peer's bytes: may resolve a hole there.
+        if seg.flags.ack() && !seg.flags.rst() {
+            peer.on_peer_ack(seg.ack, &mut |st, ev| emit_dir(dir.reverse(), st, ev));
+        }
+        let data_seq = if seg.flags.syn() { seg.seq.wrapping_add(1) } else { seg.seq };
+        if seg.payload_len > 0 {
+            this.on_data(data_seq, u64::from(seg.payload_len), seg.payload, stamp, &mut |st, ev| emit_dir(dir, st, ev));
+        } else if !seg.flags.syn() && !seg.flags.rst() {
+            // A pure ACK's sequence number is the next byte to send: a valid origin.
+            this.start_at(seg.seq);
+        }
+        if seg.flags.fin() {
+            this.on_fin(data_seq, u64::from(seg.payload_len), stamp, &mut |st, ev| emit_dir(dir, st, ev));
+            closed[dir.index()] = true;
+        }
+        if seg.flags.rst() {
+            emit_dir(dir, stamp, StreamEvent::Rst);
+        }
+        if verdict == Verdict::Ignore {
+            *ignored = true;
+            this.release();
+            peer.release();
+        }
+        outcome
+    }
+
+    /// End of input: flushes every half-stream (holes become gaps, buffered data is
+    /// delivered), at the given final stamp.
+    pub fn finish(&mut self, stamp: Stamp, sink: &mut impl StreamSink) {
+        for slot in &mut self.slots {
+            if slot.ignored {
+                continue;
+            }
+            let Slot { info, halves, .. } = slot;
+            for (d, half) in [Dir::FromActive, Dir::FromPassive].into_iter().zip(halves.iter_mut()) {
+                half.flush(stamp, &mut |st, ev| {
+                    sink_event(sink, info, d, st, ev);
+                });
+            }
+        }
+    }
+}
+
+fn sink_event(sink: &mut impl StreamSink, info: &Connection, dir: Dir, stamp: Stamp, ev: StreamEvent<'_>) -> Verdict {
+    sink.on_event(info, dir, stamp, ev)
+}

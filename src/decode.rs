@@ -1,0 +1,201 @@
+//! `lnetcap decode`.
+
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use lnetcap_capture::CaptureReader;
+use lnetcap_lnet::pipeline::{DecodeConfig, DecodeSummary, Pipeline};
+use lnetcap_lnet::record::{MessageRecord, SCHEMA_VERSION};
+use lnetcap_lnet::LnetEvent;
+
+use crate::exit;
+
+/// Output format of `decode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    /// One line per message, then the accounting.
+    Text,
+    /// One JSON object per message (docs/decode-jsonl.md), then one summary object.
+    Jsonl,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct DecodeArgs {
+    /// Capture files (pcap or pcapng, optionally gzip or zstd compressed); `-` reads stdin.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// LNet acceptor TCP port (repeatable). Default 988.
+    #[arg(long = "port", value_name = "N")]
+    pub ports: Vec<u16>,
+    /// Only decode connections on the given ports (no detection by content).
+    #[arg(long)]
+    pub no_detect: bool,
+    /// Do not print the accounting summary at the end.
+    #[arg(long)]
+    pub no_summary: bool,
+}
+
+/// Most per-frame warnings printed per file (the rest are counted).
+const MAX_WARNINGS: u64 = 20;
+
+pub(crate) fn config(ports: &[u16], no_detect: bool) -> DecodeConfig {
+    DecodeConfig { ports: if ports.is_empty() { vec![988] } else { ports.to_vec() }, detect: !no_detect }
+}
+
+pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {
+    let stdout = io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut code = exit::OK;
+    let multi = a.files.len() > 1;
+    for path in &a.files {
+        let name = path.display().to_string();
+        let mut reader = match CaptureReader::open(path) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("lnetcap: {name}: {e}");
+                code = exit::INPUT;
+                continue;
+            }
+        };
+        let mut pipe = Pipeline::new(config(&a.ports, a.no_detect));
+        let mut events = Vec::new();
+        let mut warned = 0u64;
+        let mut warn = |msg: String| {
+            warned += 1;
+            if warned <= MAX_WARNINGS {
+                eprintln!("lnetcap: {name}: {msg}");
+            }
+        };
+        loop {
+            match reader.next_packet() {
+                Ok(Some(pkt)) => {
+                    if let Some(why) = pipe.push(&pkt, &mut events) {
+                        warn(format!("frame {}: not decodable: {why}", pkt.frame));
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    eprintln!("lnetcap: {name}: {e}");
+                    code = exit::INPUT;
+                    break;
+                }
+            }
+            for w in reader.drain_warnings() {
+                pipe.count_unreadable_frame();
+                warn(w.to_string());
+            }
+            write_events(&mut out, &pipe, &mut events, a.format, multi.then_some(name.as_str()))?;
+        }
+        for w in reader.drain_warnings() {
+            pipe.count_unreadable_frame();
+            warn(w.to_string());
+        }
+        pipe.finish(&mut events);
+        write_events(&mut out, &pipe, &mut events, a.format, multi.then_some(name.as_str()))?;
+        if warned > MAX_WARNINGS {
+            eprintln!(
+                "lnetcap: {name}: {} more warnings not shown (see the summary's undecodable counts)",
+                warned - MAX_WARNINGS
+            );
+        }
+        let summary = pipe.summary();
+        if summary.connections.is_empty() {
+            eprintln!(
+                "lnetcap: {name}: no LNet traffic found ({} frames; ports {:?}{})",
+                summary.frames.frames,
+                config(&a.ports, a.no_detect).ports,
+                if a.no_detect { "" } else { " and detection by content" }
+            );
+        }
+        if !a.no_summary {
+            write_summary(&mut out, &summary, a.format, multi.then_some(name.as_str()))?;
+        }
+    }
+    out.flush()?;
+    Ok(code)
+}
+
+fn write_events(
+    out: &mut impl Write,
+    pipe: &Pipeline,
+    events: &mut Vec<LnetEvent>,
+    format: Format,
+    file: Option<&str>,
+) -> Result<()> {
+    for ev in events.drain(..) {
+        let LnetEvent::Message(m) = ev else { continue };
+        let tcp = pipe.connection(m.conn).map(|c| c.tuple(m.dir)).unwrap_or_default();
+        let mut rec = MessageRecord::from_message(&m, tcp);
+        rec.file = file.map(str::to_string);
+        match format {
+            Format::Text => writeln!(out, "{}", rec.text_line())?,
+            Format::Jsonl => {
+                serde_json::to_writer(&mut *out, &rec)?;
+                out.write_all(b"\n")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_summary(out: &mut impl Write, s: &DecodeSummary, format: Format, file: Option<&str>) -> Result<()> {
+    match format {
+        Format::Jsonl => {
+            let v = serde_json::json!({ "schema_version": SCHEMA_VERSION, "file": file, "summary": s });
+            serde_json::to_writer(&mut *out, &v)?;
+            out.write_all(b"\n")?;
+        }
+        Format::Text => {
+            let f = &s.frames;
+            writeln!(out, "# summary{}", file.map(|f| format!(" of {f}")).unwrap_or_default())?;
+            writeln!(
+                out,
+                "# frames {}: lnet data {}, tcp control {}, other traffic {}, undecodable {}",
+                f.frames,
+                f.lnet_data,
+                f.tcp_control,
+                f.other_traffic,
+                f.undecodable.values().sum::<u64>()
+            )?;
+            for (why, n) in &f.undecodable {
+                writeln!(out, "#   undecodable {why}: {n}")?;
+            }
+            let kinds: Vec<String> = s.messages_by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            writeln!(out, "# messages: {}", kinds.join(", "))?;
+            for c in &s.connections {
+                writeln!(
+                    out,
+                    "# conn c{} {} -> {} ({:?}, active side by {}) frames {}+{}",
+                    c.id, c.active, c.passive, c.class, c.active_rule, c.frames_data, c.frames_control
+                )?;
+                for d in &c.dirs {
+                    writeln!(
+                        out,
+                        "#   {} proto {} type {}: stream {} B (captured {}, snaplen {}, lost {}), retrans {} B, messages {} ({} B), partial headers {}, lost headers {}, desyncs {}, resyncs {}, skipped {} B",
+                        d.tcp,
+                        d.proto.map_or("-".to_string(), |p| format!("V{p}")),
+                        d.hello_conn_type.unwrap_or("-"),
+                        d.stream_bytes,
+                        d.bytes_captured,
+                        d.bytes_snaplen,
+                        d.bytes_lost,
+                        d.bytes_retransmitted,
+                        d.messages,
+                        d.bytes_in_messages,
+                        d.headers_partial,
+                        d.headers_lost,
+                        d.desyncs,
+                        d.resyncs,
+                        d.bytes_skipped
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
