@@ -112,12 +112,9 @@ impl StreamSink for Decoder {
     fn on_event(&mut self, conn: &Connection, dir: Dir, stamp: Stamp, ev: StreamEvent<'_>) -> Verdict {
         let st = &mut self.conns[conn.id.0 as usize];
         if st.class == Class::Unknown {
-            match &ev {
-                StreamEvent::Data { offset, bytes } => {
-                    let at_start = *offset == 0 && conn.syn_seen[dir.index()];
-                    st.class = if looks_like_lnet(bytes, at_start) { Class::LnetContent } else { Class::NotLnet };
-                }
-                _ => {}
+            if let StreamEvent::Data { offset, bytes } = &ev {
+                let at_start = *offset == 0 && conn.syn_seen[dir.index()];
+                st.class = if looks_like_lnet(bytes, at_start) { Class::LnetContent } else { Class::NotLnet };
             }
         }
         if st.class == Class::NotLnet {
