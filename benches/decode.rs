@@ -1,1 +1,62 @@
-fn main() {}
+//! Decode throughput: the whole pipeline (capture parsing, link/IP/TCP slicing, stream
+//! reassembly, socklnd framing, PtlRPC decoding) over generated captures held in memory.
+//!
+//! - `header_only`: ≥ 1 M packets at snaplen 256 (the capture admins are told to take).
+//! - `full_payload`: MTU-9000 frames with every payload byte captured.
+//!
+//! Run: `cargo bench --bench decode`. benches/compare.sh compares the CLI against tshark
+//! and tcptrace on the same files.
+
+use std::sync::Arc;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use lnetcap_capture::CaptureReader;
+use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
+use lnetcap_synth::{generate, scenario, Workload};
+
+fn capture(header_only: bool) -> (Arc<Vec<u8>>, u64) {
+    let mut cfg = scenario("bench").expect("bench scenario");
+    if header_only {
+        cfg.rpcs_per_client = 130;
+    } else {
+        cfg.snaplen = 65_535;
+        cfg.mtu = 9000;
+        cfg.rpcs_per_client = 24;
+        cfg.workload = Workload::OstBrw { write: true, size: 1 << 20 };
+    }
+    let out = generate("bench", cfg, 1);
+    (Arc::new(out.capture), out.packets as u64)
+}
+
+fn decode_all(bytes: &Arc<Vec<u8>>) -> usize {
+    let mut r = CaptureReader::from_shared("bench", Arc::clone(bytes)).expect("capture");
+    let mut p = Pipeline::new(DecodeConfig::default());
+    let mut ev = Vec::new();
+    let mut n = 0;
+    while let Some(pkt) = r.next_packet().expect("packet") {
+        p.push(&pkt, &mut ev);
+        n += ev.len();
+        ev.clear();
+    }
+    p.finish(&mut ev);
+    n + ev.len()
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("decode");
+    g.sample_size(10);
+    for (name, header_only) in [("header_only", true), ("full_payload", false)] {
+        let (bytes, packets) = capture(header_only);
+        if header_only {
+            assert!(packets >= 1_000_000, "header-only bench capture has only {packets} packets");
+        }
+        g.throughput(Throughput::Elements(packets));
+        g.bench_with_input(BenchmarkId::new("packets", name), &bytes, |b, bytes| b.iter(|| decode_all(bytes)));
+        g.throughput(Throughput::Bytes(bytes.len() as u64));
+        g.bench_with_input(BenchmarkId::new("bytes", name), &bytes, |b, bytes| b.iter(|| decode_all(bytes)));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -95,6 +95,7 @@ impl<R: Read> Read for CountingRead<R> {
 enum Storage {
     Mapped(memmap2::Mmap),
     Owned(Vec<u8>),
+    Shared(std::sync::Arc<Vec<u8>>),
     Stream { reader: Box<dyn Read>, buf: Vec<u8>, end: usize, eof: bool },
 }
 
@@ -193,6 +194,12 @@ impl CaptureReader {
         Self::with_storage(name.to_string(), Storage::Owned(bytes), Compression::None, Some(total), None)
     }
 
+    /// Reads an uncompressed capture shared with the caller (benchmarks: no copy per run).
+    pub fn from_shared(name: &str, bytes: std::sync::Arc<Vec<u8>>) -> Result<Self, CaptureError> {
+        let total = bytes.len() as u64;
+        Self::with_storage(name.to_string(), Storage::Shared(bytes), Compression::None, Some(total), None)
+    }
+
     /// Reads a capture from any byte stream (pipes, sockets); gzip / zstd are recognised.
     pub fn from_reader(name: &str, reader: Box<dyn Read>, total: Option<u64>) -> Result<Self, CaptureError> {
         let counter = Counter::default();
@@ -278,6 +285,7 @@ impl CaptureReader {
         match &self.storage {
             Storage::Mapped(m) => m.get(self.pos..).unwrap_or(&[]),
             Storage::Owned(v) => v.get(self.pos..).unwrap_or(&[]),
+            Storage::Shared(v) => v.get(self.pos..).unwrap_or(&[]),
             Storage::Stream { buf, end, .. } => buf.get(self.pos..*end).unwrap_or(&[]),
         }
     }
@@ -286,6 +294,7 @@ impl CaptureReader {
         let all: &[u8] = match &self.storage {
             Storage::Mapped(m) => m,
             Storage::Owned(v) => v,
+            Storage::Shared(v) => v,
             Storage::Stream { buf, .. } => buf,
         };
         all.get(start..start + len).unwrap_or(&[])

@@ -100,7 +100,8 @@ impl Nid {
     /// Parses `ADDR@NETNUM` (as printed by [`Display`](fmt::Display)).
     pub fn parse(s: &str) -> Option<Self> {
         let (addr, net) = s.rsplit_once('@')?;
-        let split = net.find(|c: char| c.is_ascii_digit()).unwrap_or(net.len());
+        // The network number is the trailing digits ("o2ib3" is o2ib, network 3).
+        let split = net.trim_end_matches(|c: char| c.is_ascii_digit()).len();
         let (name, num) = net.split_at(split);
         let num: u16 = if num.is_empty() { 0 } else { num.parse().ok()? };
         let lnd = match name {

@@ -339,6 +339,9 @@ impl MessageRecord {
         if let Some(v) = &self.bulkid {
             kv("bulkid", v);
         }
+        if let Some(v) = &self.ping_nids {
+            kv("ping", &v.join(","));
+        }
         if !self.header_complete {
             kv("header", &"partial");
         }

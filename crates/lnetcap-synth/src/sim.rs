@@ -1394,8 +1394,8 @@ impl Sim {
                     ex.insert("early_reply".into(), json!(true));
                     self.put(peer, 1, Role::EarlyReply, Some(r), portal, xid, 0, false, Payload::Bytes(body), ex);
                 } else {
-                    // Every fourth GETATTR fails with -ENOENT, to exercise error replies.
-                    let status = if opc == 33 && (xid / 128) % 4 == 1 { -2 } else { 0 };
+                    // Every third GETATTR fails with -ENOENT, to exercise error replies.
+                    let status = if opc == 33 && (xid / 512) % 3 == 1 { -2 } else { 0 };
                     let extra = if opc == 400 { vec![] } else { vec![216, 64] };
                     let pb_type = if status != 0 { PTL_RPC_MSG_ERR } else { PTL_RPC_MSG_REPLY };
                     let body = PtlrpcEmit {
