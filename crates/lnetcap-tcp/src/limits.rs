@@ -13,3 +13,7 @@ pub const HISTORY_BYTES: usize = 64 * 1024;
 /// Open connections tracked at once. Past this, the oldest closed connections are forgotten
 /// first; open ones are never dropped silently (the table reports the overflow).
 pub const MAX_CONNECTIONS: usize = 1 << 20;
+
+/// How far beyond the highest byte seen an acknowledgement may reach and still be used to
+/// declare holes lost (the largest scaled TCP window is 2^30 bytes).
+pub const MAX_ACK_AHEAD: u64 = 1 << 30;

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::limits::{HISTORY_BYTES, MAX_OOO_BYTES, MAX_OOO_SEGMENTS};
+use crate::limits::{HISTORY_BYTES, MAX_ACK_AHEAD, MAX_OOO_BYTES, MAX_OOO_SEGMENTS};
 use crate::{Anomaly, GapReason, Stamp, StreamEvent};
 
 /// Counters of one direction. Every payload byte of every segment lands in exactly one of
@@ -354,6 +354,12 @@ impl StreamHalf {
         let Some(off) = self.offset_of(ack) else {
             return;
         };
+        // An ACK cannot cover bytes never sent; one far beyond anything seen is corrupt or
+        // belongs to another incarnation of the tuple, and must not declare holes lost.
+        let seen = self.ooo.last_key_value().map_or(self.next, |(o, c)| (o + c.len).max(self.next));
+        if off > seen + MAX_ACK_AHEAD {
+            return;
+        }
         // An ACK can cover the FIN's sequence number; data ends before it.
         let off = match self.fin {
             Some(f) => off.min(f),
