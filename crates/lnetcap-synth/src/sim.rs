@@ -166,6 +166,8 @@ enum Ev {
     ClientIssue(usize),
 }
 
+/// Bytes written into a stream, or a message payload: literal bytes, or zeros (bulk data)
+/// that are never materialised unless a segment carries them.
 #[derive(Clone)]
 enum Piece {
     Bytes(Vec<u8>),
@@ -306,27 +308,13 @@ impl Role {
     }
 }
 
-enum Payload {
-    Bytes(Vec<u8>),
-    Zeros(u32),
-}
-
-impl Payload {
-    fn len(&self) -> u32 {
-        match self {
-            Self::Bytes(b) => b.len() as u32,
-            Self::Zeros(n) => *n,
-        }
-    }
-}
-
 struct Msg {
     peer: usize,
     side: usize,
     role: Role,
     rpc: Option<usize>,
     hdr: Option<LnetHdr>,
-    payload: Payload,
+    payload: Piece,
     /// Truth fields describing the payload (opc, srpc ids, ...).
     extra: Map<String, Value>,
     /// Set when written.
@@ -765,14 +753,8 @@ impl Sim {
         let tx = &mut self.conns[conn].tx[dir];
         let off = tx.written;
         tx.write(Piece::Bytes(bytes));
-        match &self.msgs[m].payload {
-            Payload::Bytes(b) => {
-                tx.write(Piece::Bytes(b.clone()));
-            }
-            Payload::Zeros(n) if *n > 0 => {
-                tx.write(Piece::Zeros(u64::from(*n)));
-            }
-            Payload::Zeros(_) => {}
+        if self.msgs[m].payload.len() > 0 {
+            tx.write(self.msgs[m].payload.clone());
         }
         let len = tx.written - off;
         let msg = &mut self.msgs[m];
@@ -811,7 +793,7 @@ impl Sim {
             role,
             rpc: None,
             hdr: None,
-            payload: Payload::Zeros(0),
+            payload: Piece::Zeros(0),
             extra,
             conn,
             dir,
@@ -837,7 +819,7 @@ impl Sim {
     fn pick_conn(&mut self, m: usize) -> (usize, usize) {
         let peer = self.msgs[m].peer;
         let side = self.msgs[m].side;
-        let nob = 24 + 72 + u64::from(self.msgs[m].payload.len());
+        let nob = 24 + 72 + self.msgs[m].payload.len();
         let p = &mut self.peers[peer];
         if nob >= 1024 {
             let list = if side == 0 { &p.bulk_out } else { &p.bulk_in };
@@ -871,7 +853,7 @@ impl Sim {
         rpc: Option<usize>,
         msg_type: u32,
         detail: LnetDetail,
-        payload: Payload,
+        payload: Piece,
         extra: Map<String, Value>,
     ) -> usize {
         let p = &self.peers[peer];
@@ -883,7 +865,7 @@ impl Sim {
             dest_pid: PID_LUSTRE,
             src_pid: PID_LUSTRE,
             msg_type,
-            payload_length: payload.len(),
+            payload_length: payload.len() as u32,
             detail: Some(detail),
         };
         let m = self.msgs.len();
@@ -923,7 +905,7 @@ impl Sim {
         mb: u64,
         offset: u32,
         ack: bool,
-        payload: Payload,
+        payload: Piece,
         extra: Map<String, Value>,
     ) {
         let host = if side == 0 { self.peers[peer].client } else { self.peers[peer].server };
@@ -1039,7 +1021,7 @@ impl Sim {
                     src_offset: 0,
                     sink_length: 4096,
                 };
-                let m = self.new_lnet(peer, 0, Role::PingGet, Some(r), LNET_GET, d, Payload::Zeros(0), Map::new());
+                let m = self.new_lnet(peer, 0, Role::PingGet, Some(r), LNET_GET, d, Piece::Zeros(0), Map::new());
                 self.send_lnet(m);
             }
         }
@@ -1103,7 +1085,7 @@ impl Sim {
                 ex.insert("bulkid".into(), json!(hexs(bulkid)));
                 ex.insert("brw_len".into(), json!(size));
                 let body = SrpcInfo::emit_brw_request(xid, bulkid, rw, size, 1);
-                self.put(peer, 0, Role::Request, Some(r), 50, 11, 0, false, Payload::Bytes(body), ex);
+                self.put(peer, 0, Role::Request, Some(r), 50, 11, 0, false, Piece::Bytes(body), ex);
             }
             RpcKind::OstRead | RpcKind::OstWrite => {
                 let opc = if kind == RpcKind::OstRead { 3 } else { 4 };
@@ -1120,7 +1102,7 @@ impl Sim {
                 }
                 .emit();
                 Self::ptlrpc_extra(&mut ex, opc, "request");
-                self.put(peer, 0, Role::Request, Some(r), 6, xid, 0, false, Payload::Bytes(body), ex);
+                self.put(peer, 0, Role::Request, Some(r), 6, xid, 0, false, Piece::Bytes(body), ex);
             }
             RpcKind::Meta { opc, .. } => {
                 let portal = if opc == 400 { 28 } else { 12 };
@@ -1149,7 +1131,7 @@ impl Sim {
                 }
                 .emit();
                 Self::ptlrpc_extra(&mut ex, opc, "request");
-                self.put(peer, 0, Role::Request, Some(r), portal, xid, 0, false, Payload::Bytes(body), ex);
+                self.put(peer, 0, Role::Request, Some(r), portal, xid, 0, false, Piece::Bytes(body), ex);
             }
             RpcKind::Ping => {}
         }
@@ -1187,7 +1169,7 @@ impl Sim {
                     Some(r),
                     LNET_REPLY,
                     LnetDetail::Reply { dst_wmd },
-                    Payload::Bytes(info),
+                    Piece::Bytes(info),
                     ex,
                 );
                 self.send_lnet(rm);
@@ -1206,7 +1188,7 @@ impl Sim {
                     Some(r),
                     LNET_REPLY,
                     LnetDetail::Reply { dst_wmd },
-                    Payload::Zeros(sink),
+                    Piece::Zeros(u64::from(sink)),
                     Map::new(),
                 );
                 self.send_lnet(rm);
@@ -1230,7 +1212,7 @@ impl Sim {
                         Some(r),
                         LNET_ACK,
                         LnetDetail::Ack { dst_wmd: ack_wmd, match_bits: mb, mlength: len },
-                        Payload::Zeros(0),
+                        Piece::Zeros(0),
                         Map::new(),
                     );
                     self.send_lnet(am);
@@ -1244,7 +1226,7 @@ impl Sim {
                         Some(LnetDetail::Put { ack_wmd, match_bits, .. }) => (ack_wmd, match_bits),
                         _ => (Wmd::NONE, 0),
                     };
-                    let len = self.msgs[m].payload.len();
+                    let len = self.msgs[m].payload.len() as u32;
                     let am = self.new_lnet(
                         peer,
                         0,
@@ -1252,7 +1234,7 @@ impl Sim {
                         Some(r),
                         LNET_ACK,
                         LnetDetail::Ack { dst_wmd: ack_wmd, match_bits: mb, mlength: len },
-                        Payload::Zeros(0),
+                        Piece::Zeros(0),
                         Map::new(),
                     );
                     self.send_lnet(am);
@@ -1296,7 +1278,7 @@ impl Sim {
                     bulkid,
                     0,
                     false,
-                    Payload::Zeros(chunk),
+                    Piece::Zeros(u64::from(chunk)),
                     Map::new(),
                 ),
                 RpcKind::OstRead => self.put(
@@ -1308,7 +1290,7 @@ impl Sim {
                     xid + u64::from(i),
                     0,
                     true,
-                    Payload::Zeros(chunk),
+                    Piece::Zeros(u64::from(chunk)),
                     Map::new(),
                 ),
                 RpcKind::LstWrite | RpcKind::OstWrite => {
@@ -1321,8 +1303,7 @@ impl Sim {
                         src_offset: 0,
                         sink_length: chunk,
                     };
-                    let m =
-                        self.new_lnet(peer, 1, Role::BulkGet(i), Some(r), LNET_GET, d, Payload::Zeros(0), Map::new());
+                    let m = self.new_lnet(peer, 1, Role::BulkGet(i), Some(r), LNET_GET, d, Piece::Zeros(0), Map::new());
                     self.send_lnet(m);
                 }
                 RpcKind::Meta { early, .. } => {
@@ -1356,7 +1337,7 @@ impl Sim {
                     xid,
                     0,
                     false,
-                    Payload::Bytes(SrpcInfo::emit_brw_reply(0)),
+                    Piece::Bytes(SrpcInfo::emit_brw_reply(0)),
                     ex,
                 );
             }
@@ -1375,7 +1356,7 @@ impl Sim {
                 }
                 .emit();
                 Self::ptlrpc_extra(&mut ex, opc, "reply");
-                self.put(peer, 1, Role::Reply, Some(r), 4, xid, 224, false, Payload::Bytes(body), ex);
+                self.put(peer, 1, Role::Reply, Some(r), 4, xid, 224, false, Piece::Bytes(body), ex);
             }
             RpcKind::Meta { opc, difficult, .. } => {
                 let portal = if opc == 400 { 4 } else { 10 };
@@ -1392,7 +1373,7 @@ impl Sim {
                     .emit();
                     Self::ptlrpc_extra(&mut ex, opc, "reply");
                     ex.insert("early_reply".into(), json!(true));
-                    self.put(peer, 1, Role::EarlyReply, Some(r), portal, xid, 0, false, Payload::Bytes(body), ex);
+                    self.put(peer, 1, Role::EarlyReply, Some(r), portal, xid, 0, false, Piece::Bytes(body), ex);
                 } else {
                     // Every third GETATTR fails with -ENOENT, to exercise error replies.
                     let status = if opc == 33 && (xid / 512) % 3 == 1 { -2 } else { 0 };
@@ -1414,7 +1395,7 @@ impl Sim {
                     if status != 0 {
                         ex.insert("status".into(), json!(status));
                     }
-                    self.put(peer, 1, Role::Reply, Some(r), portal, xid, 224, difficult, Payload::Bytes(body), ex);
+                    self.put(peer, 1, Role::Reply, Some(r), portal, xid, 224, difficult, Piece::Bytes(body), ex);
                 }
             }
             RpcKind::Ping => {}
