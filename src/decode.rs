@@ -5,12 +5,12 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use lnetcap_capture::CaptureReader;
 use lnetcap_lnet::pipeline::{DecodeConfig, DecodeSummary, Pipeline};
 use lnetcap_lnet::record::{MessageRecord, SCHEMA_VERSION};
 use lnetcap_lnet::LnetEvent;
 
 use crate::exit;
+use crate::input::run_file;
 
 /// Output format of `decode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -40,9 +40,6 @@ pub(crate) struct DecodeArgs {
     pub no_summary: bool,
 }
 
-/// Most per-frame warnings printed per file (the rest are counted).
-const MAX_WARNINGS: u64 = 20;
-
 pub(crate) fn config(ports: &[u16], no_detect: bool) -> DecodeConfig {
     DecodeConfig { ports: if ports.is_empty() { vec![988] } else { ports.to_vec() }, detect: !no_detect }
 }
@@ -54,66 +51,19 @@ pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {
     let multi = a.files.len() > 1;
     for path in &a.files {
         let name = path.display().to_string();
-        let mut reader = match CaptureReader::open(path) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("lnetcap: {name}: {e}");
-                code = exit::INPUT;
-                continue;
-            }
+        let file = multi.then_some(name.as_str());
+        let run = run_file(path, config(&a.ports, a.no_detect), |pipe, events| {
+            write_events(&mut out, pipe, events, a.format, file)
+        })?;
+        let Some(run) = run else {
+            code = exit::INPUT;
+            continue;
         };
-        let mut pipe = Pipeline::new(config(&a.ports, a.no_detect));
-        let mut events = Vec::new();
-        let mut warned = 0u64;
-        let mut warn = |msg: String| {
-            warned += 1;
-            if warned <= MAX_WARNINGS {
-                eprintln!("lnetcap: {name}: {msg}");
-            }
-        };
-        loop {
-            match reader.next_packet() {
-                Ok(Some(pkt)) => {
-                    if let Some(why) = pipe.push(&pkt, &mut events) {
-                        warn(format!("frame {}: not decodable: {why}", pkt.frame));
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    eprintln!("lnetcap: {name}: {e}");
-                    code = exit::INPUT;
-                    break;
-                }
-            }
-            for w in reader.drain_warnings() {
-                pipe.count_unreadable_frame();
-                warn(w.to_string());
-            }
-            write_events(&mut out, &pipe, &mut events, a.format, multi.then_some(name.as_str()))?;
-        }
-        for w in reader.drain_warnings() {
-            pipe.count_unreadable_frame();
-            warn(w.to_string());
-        }
-        pipe.finish(&mut events);
-        write_events(&mut out, &pipe, &mut events, a.format, multi.then_some(name.as_str()))?;
-        if warned > MAX_WARNINGS {
-            eprintln!(
-                "lnetcap: {name}: {} more warnings not shown (see the summary's undecodable counts)",
-                warned - MAX_WARNINGS
-            );
-        }
-        let summary = pipe.summary();
-        if summary.connections.is_empty() {
-            eprintln!(
-                "lnetcap: {name}: no LNet traffic found ({} frames; ports {:?}{})",
-                summary.frames.frames,
-                config(&a.ports, a.no_detect).ports,
-                if a.no_detect { "" } else { " and detection by content" }
-            );
+        if !run.complete {
+            code = exit::INPUT;
         }
         if !a.no_summary {
-            write_summary(&mut out, &summary, a.format, multi.then_some(name.as_str()))?;
+            write_summary(&mut out, &run.pipe.summary(), a.format, file)?;
         }
     }
     out.flush()?;

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod analyze;
 mod decode;
+mod input;
 mod synth;
 
 /// Exit codes (also documented in README.md).
@@ -32,6 +34,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Reconstruct every RPC per peer pair, with phases, RPCs and LNet messages in flight
+    /// and throughput.
+    Analyze(analyze::AnalyzeArgs),
     /// Decode every socklnd / LNet / PtlRPC message of one or more captures.
     Decode(decode::DecodeArgs),
     /// Write a deterministic scenario capture and its ground-truth file.
@@ -48,6 +53,7 @@ fn main() -> ExitCode {
         }
     };
     let res = match cli.cmd {
+        Cmd::Analyze(a) => analyze::run(&a),
         Cmd::Decode(a) => decode::run(&a),
         Cmd::Synth(a) => synth::run(&a),
     };

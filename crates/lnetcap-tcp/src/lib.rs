@@ -22,7 +22,9 @@ mod stream;
 mod table;
 
 pub use stream::{HalfStats, StreamHalf};
-pub use table::{ActiveRule, ConnId, ConnKey, Connection, Dir, Endpoint, FlowTable, SegmentOutcome, Verdict};
+pub use table::{
+    ActiveRule, CapturePoint, ConnId, ConnKey, Connection, Dir, Endpoint, FlowTable, SegmentOutcome, Verdict,
+};
 
 /// Why bytes of a stream are missing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

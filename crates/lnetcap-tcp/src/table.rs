@@ -98,9 +98,39 @@ pub struct Connection {
     /// The SYN of each direction (index [`Dir::index`]) was captured: its stream offsets
     /// start at the true first byte.
     pub syn_seen: [bool; 2],
+    /// Capture times of the handshake: the active side's SYN, the passive side's SYN-ACK,
+    /// and the active side's first ACK after it.
+    pub handshake_ns: [Option<i64>; 3],
+}
+
+/// Where the capture point lies between the two ends of a connection, from the handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CapturePoint {
+    /// One-way delay between the capture point and the active side, ns (half the time
+    /// from the SYN-ACK to the active side's ACK).
+    pub active_owd_ns: i64,
+    /// One-way delay between the capture point and the passive side, ns (half the time
+    /// from the SYN to the SYN-ACK).
+    pub passive_owd_ns: i64,
+}
+
+impl CapturePoint {
+    /// Round-trip time.
+    pub fn rtt_ns(&self) -> i64 {
+        2 * (self.active_owd_ns + self.passive_owd_ns)
+    }
 }
 
 impl Connection {
+    /// The capture point's position, when the whole handshake was captured. The SYN
+    /// reaches the passive side and its SYN-ACK comes back past the capture point 2·d_p
+    /// later; the active side's ACK comes 2·d_a after that.
+    pub fn capture_point(&self) -> Option<CapturePoint> {
+        let [Some(syn), Some(synack), Some(ack)] = self.handshake_ns else { return None };
+        (synack >= syn && ack >= synack)
+            .then_some(CapturePoint { active_owd_ns: (ack - synack) / 2, passive_owd_ns: (synack - syn) / 2 })
+    }
+
     /// `src→dst` of the given direction, e.g. `10.0.0.2:1023->10.0.0.1:988`.
     pub fn tuple(&self, dir: Dir) -> String {
         let (a, b) = match dir {
@@ -244,6 +274,7 @@ impl FlowTable {
             last: stamp,
             reset: false,
             syn_seen: [false; 2],
+            handshake_ns: [None; 3],
         };
         let verdict = sink.on_open(&info);
         self.slots.push(Slot {
@@ -307,6 +338,13 @@ impl FlowTable {
         }
         if seg.flags.syn() && !halves[dir.index()].started() {
             info.syn_seen[dir.index()] = true;
+        }
+        let hs = &mut info.handshake_ns;
+        match (dir, seg.flags.syn(), seg.flags.ack()) {
+            (Dir::FromActive, true, false) if hs[0].is_none() => hs[0] = Some(stamp.ts_ns),
+            (Dir::FromPassive, true, true) if hs[0].is_some() && hs[1].is_none() => hs[1] = Some(stamp.ts_ns),
+            (Dir::FromActive, false, true) if hs[1].is_some() && hs[2].is_none() => hs[2] = Some(stamp.ts_ns),
+            _ => {}
         }
         let info = &*info;
         let mut verdict = Verdict::Follow;

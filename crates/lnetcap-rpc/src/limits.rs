@@ -1,0 +1,22 @@
+//! Named limits of the RPC layer.
+
+/// RPCs open at once (request seen, reply not yet). Past this the oldest open RPC is
+/// reported as partial ("evicted") to make room.
+pub const MAX_OPEN_RPCS: usize = 1 << 20;
+
+/// An open RPC with no activity for this long (capture time) is reported as partial:
+/// longer than LNet's transaction timeout (150 s) plus PtlRPC's adaptive timeouts.
+pub const RPC_IDLE_TIMEOUT_NS: i64 = 600 * 1_000_000_000;
+
+/// How far back in capture time a message's first byte may lie when the message is
+/// reported (its last byte): the reorder horizon of the in-flight step functions.
+pub const REORDER_HORIZON_NS: i64 = 30 * 1_000_000_000;
+
+/// Bulk match bits are searched at most this far above an RPC's XID when the request's
+/// pb_mbits was not captured (a 1 MiB LNet message per MD, at most 256 MDs per RPC).
+pub const MAX_BULK_MDS: u64 = 256;
+
+/// In-flight counts are rebuilt in the client's (or sender's) time from the capture point
+/// and a one-way delay measured on the handshake; that estimate is good to a few hundred µs,
+/// so a slot freed and reused within this much does not count twice.
+pub const STEP_TOLERANCE_NS: i64 = 250_000;

@@ -1,0 +1,317 @@
+//! Bounded-memory statistics: log-bucketed quantiles, Lustre rpc_stats histograms, and
+//! time-weighted step functions (things in flight) fed by out-of-order events.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use serde::Serialize;
+
+/// Quantiles over positive values with ~0.5 % relative error, in memory bounded by the
+/// value range (not the count): values are kept in geometric buckets.
+#[derive(Debug, Clone, Default)]
+pub struct Quantiles {
+    buckets: BTreeMap<i32, u64>,
+    zeros: u64,
+    count: u64,
+    max: f64,
+    min: f64,
+    sum: f64,
+}
+
+const RATIO: f64 = 1.01;
+
+impl Quantiles {
+    /// Adds a value (negative values count as 0).
+    pub fn add(&mut self, v: f64) {
+        let v = v.max(0.0);
+        if self.count == 0 || v > self.max {
+            self.max = v;
+        }
+        if self.count == 0 || v < self.min {
+            self.min = v;
+        }
+        self.count += 1;
+        self.sum += v;
+        if v < 1e-9 {
+            self.zeros += 1;
+        } else {
+            *self.buckets.entry((v.ln() / RATIO.ln()).floor() as i32).or_default() += 1;
+        }
+    }
+
+    /// Number of values.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Mean.
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum / self.count as f64)
+    }
+
+    /// Largest value (exact).
+    pub fn max(&self) -> Option<f64> {
+        (self.count > 0).then_some(self.max)
+    }
+
+    /// Smallest value (exact).
+    pub fn min(&self) -> Option<f64> {
+        (self.count > 0).then_some(self.min)
+    }
+
+    /// The q-quantile (nearest rank), within the bucket precision; exact at 0 and 1.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
+        if rank >= self.count {
+            return Some(self.max);
+        }
+        let mut seen = self.zeros;
+        if seen >= rank {
+            return Some(0.0);
+        }
+        for (&b, &n) in &self.buckets {
+            seen += n;
+            if seen >= rank {
+                // Geometric middle of the bucket, clamped to the exact extremes.
+                let v = RATIO.powf(f64::from(b) + 0.5);
+                return Some(v.clamp(self.min, self.max));
+            }
+        }
+        Some(self.max)
+    }
+}
+
+/// Lustre's linear histogram (`lprocfs_oh_tally`): bucket = value, capped at 31.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LinearHist(pub BTreeMap<u32, u64>);
+
+impl LinearHist {
+    /// Tallies a value.
+    pub fn tally(&mut self, v: u64) {
+        *self.0.entry(v.min(31) as u32).or_default() += 1;
+    }
+}
+
+/// Lustre's log2 histogram (`lprocfs_oh_tally_log2`): the row is the smallest power of two
+/// ≥ the value (1, 2, 4, ...; 0 for 0), as `rpc_stats` prints its "pages per rpc" and
+/// latency rows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Log2Hist(pub BTreeMap<u64, u64>);
+
+impl Log2Hist {
+    /// Row label for a value.
+    pub fn row(v: u64) -> u64 {
+        if v <= 1 {
+            v
+        } else {
+            1u64 << (64 - (v - 1).leading_zeros()).min(62)
+        }
+    }
+
+    /// Tallies a value.
+    pub fn tally(&mut self, v: u64) {
+        *self.0.entry(Self::row(v)).or_default() += 1;
+    }
+}
+
+/// Per-interval summary of a step function.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct IntervalLevel {
+    /// Time-weighted mean over the covered part of the interval.
+    pub mean: f64,
+    /// Largest level reached.
+    pub max: i64,
+}
+
+/// A count that steps up and down over time (RPCs in flight, messages in flight), fed with
+/// +1/−1 events that may arrive out of time order within a reorder horizon.
+#[derive(Debug, Clone)]
+pub struct StepSeries {
+    heap: BinaryHeap<Reverse<(i64, i64)>>,
+    level: i64,
+    last_t: Option<i64>,
+    /// Total time (ns) spent at each level.
+    pub time_at: BTreeMap<i64, i64>,
+    /// Highest level.
+    pub max: i64,
+    /// At every +1 step, the level after it (Lustre's "rpcs in flight" histogram).
+    pub at_increase: LinearHist,
+    interval_ns: i64,
+    intervals: BTreeMap<i64, (f64, i64, i64)>,
+    tolerance_ns: i64,
+}
+
+impl StepSeries {
+    /// A series summarised per `interval_ns`.
+    pub fn new(interval_ns: i64) -> Self {
+        Self {
+            tolerance_ns: 0,
+            heap: BinaryHeap::new(),
+            level: 0,
+            last_t: None,
+            time_at: BTreeMap::new(),
+            max: 0,
+            at_increase: LinearHist::default(),
+            interval_ns: interval_ns.max(1),
+            intervals: BTreeMap::new(),
+        }
+    }
+
+    /// Times reconstructed from another vantage point carry an error of a few hundred µs; a
+    /// slot freed and taken again within `tolerance_ns` must not count twice. Increases are
+    /// applied `tolerance_ns` late (a bias of that much per interval, ≤ 1 % of the
+    /// millisecond-scale intervals this is used for).
+    pub fn with_tolerance(mut self, tolerance_ns: i64) -> Self {
+        self.tolerance_ns = tolerance_ns.max(0);
+        self
+    }
+
+    /// Schedules a whole interval [start, end): the tolerance never makes it negative.
+    pub fn push_interval(&mut self, start: i64, end: i64) {
+        let end = end.max(start);
+        let lag = self.tolerance_ns.min((end - start) / 2);
+        self.heap.push(Reverse((start + lag, -1)));
+        self.heap.push(Reverse((end, 1)));
+    }
+
+    /// Schedules a step of `delta` at time `t` (increases `tolerance_ns` late).
+    pub fn push(&mut self, t: i64, delta: i64) {
+        let t = if delta > 0 { t + self.tolerance_ns } else { t };
+        self.heap.push(Reverse((t, -delta)));
+    }
+
+    fn account(&mut self, from: i64, to: i64) {
+        if to <= from {
+            return;
+        }
+        *self.time_at.entry(self.level).or_default() += to - from;
+        let mut a = from;
+        while a < to {
+            let idx = a.div_euclid(self.interval_ns);
+            let end = ((idx + 1) * self.interval_ns).min(to);
+            let e = self.intervals.entry(idx).or_insert((0.0, 0, 0));
+            e.0 += self.level as f64 * (end - a) as f64;
+            e.1 = e.1.max(self.level);
+            e.2 += end - a;
+            a = end;
+        }
+    }
+
+    /// Applies every step at or before `watermark` (steps are sorted by time; at equal times
+    /// decreases go first, so a slot freed and reused at one instant does not count twice).
+    pub fn advance(&mut self, watermark: i64) {
+        while let Some(Reverse((t, neg))) = self.heap.peek().copied() {
+            if t > watermark {
+                break;
+            }
+            self.heap.pop();
+            let delta = -neg;
+            if let Some(l) = self.last_t {
+                self.account(l, t);
+            }
+            self.last_t = Some(self.last_t.map_or(t, |l| l.max(t)));
+            self.level += delta;
+            if delta > 0 {
+                self.at_increase.tally(self.level.max(0) as u64);
+                let idx = t.div_euclid(self.interval_ns);
+                let e = self.intervals.entry(idx).or_insert((0.0, 0, 0));
+                e.1 = e.1.max(self.level);
+            }
+            self.max = self.max.max(self.level);
+        }
+    }
+
+    /// Applies every pending step.
+    pub fn finish(&mut self) {
+        self.advance(i64::MAX);
+    }
+
+    /// Time-weighted mean level over the time from the first step to the last.
+    pub fn mean(&self) -> f64 {
+        let total: i64 = self.time_at.values().sum();
+        if total == 0 {
+            return 0.0;
+        }
+        self.time_at.iter().map(|(l, t)| *l as f64 * *t as f64).sum::<f64>() / total as f64
+    }
+
+    /// Time-weighted mean over [a, b).
+    pub fn mean_between(&self, a: i64, b: i64) -> f64 {
+        let (mut s, mut t) = (0.0, 0i64);
+        for (&idx, &(sum, _, cov)) in
+            self.intervals.range(a.div_euclid(self.interval_ns)..=b.div_euclid(self.interval_ns))
+        {
+            let _ = idx;
+            s += sum;
+            t += cov;
+        }
+        if t == 0 {
+            0.0
+        } else {
+            s / t as f64
+        }
+    }
+
+    /// Per-interval levels: (interval start ns, level).
+    pub fn intervals(&self) -> impl Iterator<Item = (i64, IntervalLevel)> + '_ {
+        self.intervals.iter().map(|(&i, &(sum, max, cov))| {
+            (i * self.interval_ns, IntervalLevel { mean: if cov > 0 { sum / cov as f64 } else { 0.0 }, max })
+        })
+    }
+
+    /// Current level.
+    pub fn level(&self) -> i64 {
+        self.level
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_log2_rows_match_lustre() {
+        // lprocfs_oh_tally_log2: fls(value - 1) → rows 1, 2, 4, ...
+        assert_eq!(Log2Hist::row(1), 1);
+        assert_eq!(Log2Hist::row(2), 2);
+        assert_eq!(Log2Hist::row(3), 4);
+        assert_eq!(Log2Hist::row(256), 256);
+        assert_eq!(Log2Hist::row(257), 512);
+    }
+
+    #[test]
+    fn test_step_series_out_of_order() {
+        let mut s = StepSeries::new(10);
+        // Two overlapping intervals [0, 30) and [10, 20), pushed out of order.
+        s.push(10, 1);
+        s.push(30, -1);
+        s.push(0, 1);
+        s.push(20, -1);
+        s.finish();
+        assert_eq!(s.max, 2);
+        assert_eq!(s.time_at.get(&2), Some(&10));
+        assert_eq!(s.time_at.get(&1), Some(&20));
+        assert!((s.mean() - 40.0 / 30.0).abs() < 1e-9);
+        assert_eq!(s.at_increase.0.get(&1), Some(&1));
+        assert_eq!(s.at_increase.0.get(&2), Some(&1));
+    }
+
+    #[test]
+    fn test_quantiles_close_to_exact() {
+        let mut q = Quantiles::default();
+        let mut v: Vec<f64> = (1..=1000).map(|i| f64::from(i) * 37.0 % 1009.0 + 1.0).collect();
+        for x in &v {
+            q.add(*x);
+        }
+        v.sort_by(f64::total_cmp);
+        for p in [0.5, 0.95, 0.99] {
+            let exact = v[((p * 1000.0) as usize).saturating_sub(1)];
+            let got = q.quantile(p).unwrap();
+            assert!((got - exact).abs() / exact < 0.02, "p{p}: {got} vs {exact}");
+        }
+        assert_eq!(q.max(), Some(v[999]));
+    }
+}

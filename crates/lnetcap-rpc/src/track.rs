@@ -1,0 +1,1207 @@
+//! The RPC tracker.
+
+use std::collections::{BTreeMap, HashMap};
+
+use lnetcap_lnet::message::{App, Body, Message};
+use lnetcap_lnet::names::{is_bulk_portal, is_reply_portal, is_request_portal, opc_name};
+use lnetcap_lnet::nid::Nid;
+use lnetcap_lnet::wire::consts::{KSOCK_NOOP, PING_MATCHBITS};
+use lnetcap_lnet::wire::{conn_type, srpc, KsockHdr, LnetDetail, LnetHdr, Wmd};
+use lnetcap_tcp::{CapturePoint, Connection, Dir};
+
+use crate::limits::{MAX_BULK_MDS, MAX_OPEN_RPCS, REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS};
+use crate::report::{
+    CapturePointReport, ConnReport, InFlightReport, IntervalRow, LatencyReport, MessagesDirection, MessagesInFlight,
+    PeerReport, PhaseReport, Phases, RpcRecord,
+};
+use crate::stats::{Log2Hist, Quantiles, StepSeries};
+
+/// Schema version of [`RpcRecord`].
+pub const RPC_SCHEMA_VERSION: u32 = 1;
+
+/// Tracker options.
+#[derive(Debug, Clone)]
+pub struct RpcConfig {
+    /// Time-series interval, ns.
+    pub interval_ns: i64,
+}
+
+impl Default for RpcConfig {
+    fn default() -> Self {
+        Self { interval_ns: 100_000_000 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Ptlrpc,
+    LstBrw,
+    LstPing,
+    LstFramework,
+    LnetPing,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Ptlrpc => "ptlrpc",
+            Self::LstBrw => "lst_brw",
+            Self::LstPing => "lst_ping",
+            Self::LstFramework => "lst_framework",
+            Self::LnetPing => "lnet_ping",
+        }
+    }
+}
+
+/// Key of an RPC: (client NID, server NID, XID / rpyid / match bits).
+type Key = (Nid, Nid, u64);
+
+struct Open {
+    rec: RpcRecord,
+    kind: Kind,
+    key: Key,
+    client: Nid,
+    server: Nid,
+    /// Bulk MDs announced by pb_mbits.
+    n_md: Option<u64>,
+    bulkid: Option<u64>,
+    bulk_mbits_seen: Vec<u64>,
+    reply_done: bool,
+    awaiting_reply_ack: bool,
+    last_ns: i64,
+    counted_start: bool,
+    /// One-way delay from the capture point to the client (0 when unknown).
+    client_owd_ns: i64,
+    /// Bulk bytes announced (selftest brw_len, GET sink lengths).
+    expected_bytes: u64,
+}
+
+#[derive(Default)]
+struct ConnTrack {
+    tcp: String,
+    active_is_client: Option<bool>,
+    nid: [Option<Nid>; 2],
+    hello_type: [Option<u32>; 2],
+    small: [u64; 2],
+    large: [u64; 2],
+    noop: [u64; 2],
+}
+
+struct PeerState {
+    client: Nid,
+    server: Nid,
+    conns: Vec<u32>,
+    rif: StepSeries,
+    mif: [StepSeries; 2],
+    mif_msgs: [u64; 2],
+    mif_zc: [u64; 2],
+    rpcs: u64,
+    partial: u64,
+    by_opc: BTreeMap<String, u64>,
+    bytes_read: u64,
+    bytes_written: u64,
+    latency: Quantiles,
+    latency_hist: Log2Hist,
+    pages: Log2Hist,
+    phase: [Quantiles; 5],
+    service: Quantiles,
+    /// (t_end, bytes) of completed RPCs, per interval: bytes read, bytes written, count.
+    completed: BTreeMap<i64, (u64, u64, u64)>,
+    /// Bulk bytes per interval by the data message's last byte.
+    bulk_read: BTreeMap<i64, u64>,
+    bulk_write: BTreeMap<i64, u64>,
+    first_ns: Option<i64>,
+    last_ns: Option<i64>,
+}
+
+impl PeerState {
+    fn new(client: Nid, server: Nid, interval: i64) -> Self {
+        Self {
+            client,
+            server,
+            conns: Vec::new(),
+            rif: StepSeries::new(interval).with_tolerance(STEP_TOLERANCE_NS),
+            mif: [
+                StepSeries::new(interval).with_tolerance(STEP_TOLERANCE_NS),
+                StepSeries::new(interval).with_tolerance(STEP_TOLERANCE_NS),
+            ],
+            mif_msgs: [0; 2],
+            mif_zc: [0; 2],
+            rpcs: 0,
+            partial: 0,
+            by_opc: BTreeMap::new(),
+            bytes_read: 0,
+            bytes_written: 0,
+            latency: Quantiles::default(),
+            latency_hist: Log2Hist::default(),
+            pages: Log2Hist::default(),
+            phase: Default::default(),
+            service: Quantiles::default(),
+            completed: BTreeMap::new(),
+            bulk_read: BTreeMap::new(),
+            bulk_write: BTreeMap::new(),
+            first_ns: None,
+            last_ns: None,
+        }
+    }
+}
+
+/// A zero-copy message waiting for its ZC-ACK: (peer pair, direction, sender's one-way
+/// delay from the capture point).
+type ZcPending = ((Nid, Nid), usize, i64);
+
+/// Rebuilds RPCs and in-flight series from decoded messages.
+pub struct Tracker {
+    cfg: RpcConfig,
+    next_id: u64,
+    slots: Vec<Option<Open>>,
+    free: Vec<usize>,
+    by_key: HashMap<Key, usize>,
+    /// PtlRPC XIDs of open RPCs, for bulk/reply match-bit ranges.
+    xids: BTreeMap<Key, usize>,
+    /// Selftest bulkids of open RPCs.
+    bulkids: HashMap<Key, usize>,
+    /// GET return_wmd → RPC (the REPLY carries it as dst_wmd): (GET sender, wmd).
+    gets: HashMap<(Nid, Wmd), usize>,
+    /// PUT ack_wmd → RPC (the LNet ACK carries it): (PUT sender, wmd), is the reply.
+    acks: HashMap<(Nid, Wmd), (usize, bool)>,
+    conns: BTreeMap<u32, ConnTrack>,
+    /// Peer states by (client, server).
+    peers: BTreeMap<(Nid, Nid), PeerState>,
+    /// Zero-copy messages waiting for their ZC-ACK: (sender, receiver, cookie) → peer
+    /// direction.
+    zc_pending: HashMap<(Nid, Nid, u64), ZcPending>,
+    now_ns: i64,
+    last_expiry_ns: i64,
+    /// Messages that belong to no RPC, by reason.
+    pub unmatched: BTreeMap<&'static str, u64>,
+    capture_points: HashMap<u32, CapturePoint>,
+}
+
+impl std::fmt::Debug for Tracker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tracker")
+            .field("open", &self.by_key.len())
+            .field("peers", &self.peers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn hex(v: u64) -> String {
+    format!("0x{v:x}")
+}
+
+fn us(a: Option<i64>, b: Option<i64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b >= a => Some((b - a) as f64 / 1000.0),
+        _ => None,
+    }
+}
+
+impl Tracker {
+    /// A tracker.
+    pub fn new(cfg: RpcConfig) -> Self {
+        Self {
+            cfg,
+            next_id: 0,
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_key: HashMap::new(),
+            xids: BTreeMap::new(),
+            bulkids: HashMap::new(),
+            gets: HashMap::new(),
+            acks: HashMap::new(),
+            conns: BTreeMap::new(),
+            peers: BTreeMap::new(),
+            zc_pending: HashMap::new(),
+            now_ns: i64::MIN,
+            last_expiry_ns: i64::MIN,
+            unmatched: BTreeMap::new(),
+            capture_points: HashMap::new(),
+        }
+    }
+
+    fn peer(&mut self, client: Nid, server: Nid) -> &mut PeerState {
+        let interval = self.cfg.interval_ns;
+        self.peers.entry((client, server)).or_insert_with(|| PeerState::new(client, server, interval))
+    }
+
+    fn unmatched(&mut self, why: &'static str) {
+        *self.unmatched.entry(why).or_default() += 1;
+    }
+
+    /// One decoded message (in the order the decoder reports them). Finished RPCs are
+    /// appended to `out`.
+    pub fn on_message(&mut self, m: &Message, conn: &Connection, out: &mut Vec<RpcRecord>) {
+        self.now_ns = self.now_ns.max(m.last.ts_ns);
+        if let Some(cp) = conn.capture_point() {
+            self.capture_points.insert(conn.id.0, cp);
+        }
+        let d = m.dir.index();
+        let ct = self
+            .conns
+            .entry(conn.id.0)
+            .or_insert_with(|| ConnTrack { tcp: conn.tuple(Dir::FromActive), ..ConnTrack::default() });
+        match &m.body {
+            Body::Hello(h) => {
+                ct.nid[d] = Some(h.src_nid);
+                ct.hello_type[d] = Some(h.conn_type);
+                if let Some(dst) = h.dst_nid {
+                    ct.nid[1 - d].get_or_insert(dst);
+                }
+            }
+            Body::Connreq(c) => {
+                ct.nid[1 - d].get_or_insert(c.target_nid);
+            }
+            Body::Noop(k) => {
+                ct.noop[d] += 1;
+                let (me, peer) = (ct.nid[d], ct.nid[1 - d]);
+                if let (Some(me), Some(peer)) = (me, peer) {
+                    self.zc_acked(peer, me, k, m.last.ts_ns);
+                }
+            }
+            Body::Lnet { ksock, hdr, app } => {
+                ct.nid[d] = Some(hdr.src_nid);
+                ct.nid[1 - d].get_or_insert(hdr.dest_nid);
+                if m.wire_len >= 1024 {
+                    ct.large[d] += 1;
+                } else {
+                    ct.small[d] += 1;
+                }
+                if let Some(k) = ksock {
+                    if k.zc_ack_cookie != 0 {
+                        self.zc_acked(hdr.dest_nid, hdr.src_nid, k, m.last.ts_ns);
+                    }
+                }
+                self.on_lnet(m, conn, hdr, ksock.as_ref(), app, out);
+            }
+        }
+        if self.now_ns > self.last_expiry_ns.saturating_add(1_000_000_000) {
+            self.last_expiry_ns = self.now_ns;
+            self.expire(out);
+        }
+    }
+
+    /// Cookies acknowledged by a ksock header sent by `acker` to `sender`.
+    fn zc_acked(&mut self, sender: Nid, acker: Nid, k: &KsockHdr, ts: i64) {
+        let h = KsockHdr { msg_type: KSOCK_NOOP, ..*k };
+        let cookies = if k.msg_type == KSOCK_NOOP {
+            k.acked_cookies()
+        } else {
+            KsockHdr { zc_req_cookie: 0, ..h }.acked_cookies()
+        };
+        for c in cookies {
+            if let Some((pk, dir, owd)) = self.zc_pending.remove(&(sender, acker, c)) {
+                // The sender gets the ZC-ACK one one-way delay after the capture point.
+                if let Some(p) = self.peers.get_mut(&pk) {
+                    p.mif[dir].push(ts + owd, -1);
+                }
+            }
+        }
+    }
+
+    /// One-way delay from the capture point to the sender of a message on `conn`.
+    fn sender_owd(&self, conn: &Connection, dir: Dir) -> i64 {
+        self.capture_points.get(&conn.id.0).map_or(0, |cp| match dir {
+            Dir::FromActive => cp.active_owd_ns,
+            Dir::FromPassive => cp.passive_owd_ns,
+        })
+    }
+
+    fn roles(&self, hdr: &LnetHdr, client_sends: bool) -> (Nid, Nid) {
+        if client_sends {
+            (hdr.src_nid, hdr.dest_nid)
+        } else {
+            (hdr.dest_nid, hdr.src_nid)
+        }
+    }
+
+    fn new_rpc(&mut self, kind: Kind, key: Key, m: &Message, out: &mut Vec<RpcRecord>) -> usize {
+        if self.by_key.len() >= MAX_OPEN_RPCS {
+            // Evict the oldest open RPC as partial.
+            if let Some((&k, &i)) =
+                self.by_key.iter().min_by_key(|(_, &i)| self.slots[i].as_ref().map_or(i64::MAX, |o| o.last_ns))
+            {
+                let _ = k;
+                self.close(i, out, Some("evicted"));
+            }
+        }
+        let rec = RpcRecord {
+            schema_version: RPC_SCHEMA_VERSION,
+            id: self.next_id,
+            file: None,
+            client_nid: key.0.to_string(),
+            server_nid: key.1.to_string(),
+            kind: kind.name(),
+            xid: Some(hex(key.2)),
+            opc: None,
+            opc_name: None,
+            op: None,
+            portal: None,
+            bytes: 0,
+            bulk_messages: 0,
+            t_start_ns: None,
+            t_req_end_ns: None,
+            t_bulk_start_ns: None,
+            t_bulk_end_ns: None,
+            t_reply_ns: None,
+            t_end_ns: None,
+            t_reply_ack_ns: None,
+            latency_us: None,
+            client_latency_us: None,
+            phases: Phases::default(),
+            early_replies: 0,
+            resends: 0,
+            status: None,
+            service_time_s: None,
+            jobid: None,
+            partial: false,
+            missing: Vec::new(),
+            first_frame: m.first.frame,
+        };
+        self.next_id += 1;
+        let open = Open {
+            rec,
+            kind,
+            key,
+            client: key.0,
+            server: key.1,
+            n_md: None,
+            bulkid: None,
+            bulk_mbits_seen: Vec::new(),
+            reply_done: false,
+            awaiting_reply_ack: false,
+            last_ns: m.last.ts_ns,
+            counted_start: false,
+            client_owd_ns: 0,
+            expected_bytes: 0,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(open);
+                i
+            }
+            None => {
+                self.slots.push(Some(open));
+                self.slots.len() - 1
+            }
+        };
+        self.by_key.insert(key, i);
+        if kind == Kind::Ptlrpc {
+            self.xids.insert(key, i);
+        }
+        self.peer(key.0, key.1);
+        i
+    }
+
+    fn slot(&mut self, i: usize) -> &mut Open {
+        // INVARIANT: indexes in the maps always point at occupied slots (close() removes
+        // them before freeing the slot).
+        self.slots[i].as_mut().expect("open RPC slot")
+    }
+
+    /// Finds the PtlRPC RPC whose bulk match bits range holds `mb`.
+    fn ptl_by_bulk(&self, client: Nid, server: Nid, mb: u64) -> Option<usize> {
+        let (k, &i) = self.xids.range((client, server, 0)..=(client, server, mb)).next_back()?;
+        let o = self.slots[i].as_ref()?;
+        let n = o.n_md.unwrap_or(MAX_BULK_MDS);
+        (mb - k.2 < n).then_some(i)
+    }
+
+    fn request(&mut self, kind: Kind, key: Key, m: &Message, owd: i64, out: &mut Vec<RpcRecord>) -> usize {
+        let i = match self.by_key.get(&key) {
+            Some(&i) if self.slots[i].as_ref().is_some_and(|o| !o.reply_done) => {
+                // The same XID again before the reply: a resend.
+                let o = self.slot(i);
+                if o.rec.t_start_ns.is_some() {
+                    o.rec.resends += 1;
+                    return i;
+                }
+                i
+            }
+            Some(&i) => {
+                // A new RPC reusing a finished one's id: close the old one first.
+                self.close(i, out, None);
+                self.new_rpc(kind, key, m, out)
+            }
+            None => self.new_rpc(kind, key, m, out),
+        };
+        let o = self.slot(i);
+        o.rec.t_start_ns = Some(m.first.ts_ns);
+        o.rec.t_req_end_ns = Some(m.last.ts_ns);
+        o.rec.first_frame = o.rec.first_frame.min(m.first.frame);
+        o.last_ns = m.last.ts_ns;
+        o.client_owd_ns = owd;
+        // The client sent the first byte one one-way delay before the capture point saw it.
+        let start = m.first.ts_ns - owd;
+        let pk = (o.client, o.server);
+        if !o.counted_start {
+            o.counted_start = true;
+            let p = self.peer(pk.0, pk.1);
+            p.rif.push(start, 1);
+            p.first_ns = Some(p.first_ns.map_or(start, |f| f.min(start)));
+        }
+        i
+    }
+
+    fn on_lnet(
+        &mut self,
+        m: &Message,
+        conn: &Connection,
+        hdr: &LnetHdr,
+        ksock: Option<&KsockHdr>,
+        app: &App,
+        out: &mut Vec<RpcRecord>,
+    ) {
+        let Some(detail) = hdr.detail else {
+            self.unmatched("header_partial");
+            return;
+        };
+        let zc_cookie = ksock.map_or(0, |k| k.zc_req_cookie);
+        let owd = self.sender_owd(conn, m.dir);
+        let peer_dir = match detail {
+            LnetDetail::Put { match_bits, ptl_index, offset, ack_wmd, .. } => {
+                self.on_put(m, hdr, app, match_bits, ptl_index, offset, ack_wmd, owd, out)
+            }
+            LnetDetail::Get { match_bits, ptl_index, return_wmd, sink_length, .. } => {
+                self.on_get(m, hdr, match_bits, ptl_index, return_wmd, sink_length, owd, out)
+            }
+            LnetDetail::Reply { dst_wmd } => self.on_reply(m, hdr, dst_wmd, out),
+            LnetDetail::Ack { dst_wmd, match_bits, mlength } => self.on_ack(m, hdr, dst_wmd, match_bits, mlength, out),
+            _ => None,
+        };
+        // Messages in flight: +1 at the first byte; −1 at the ZC-ACK (zero copy) or at the
+        // last byte (send complete when handed to the socket).
+        let pk = match peer_dir {
+            Some(pk) => Some(pk),
+            None => self.peer_of(hdr.src_nid, hdr.dest_nid),
+        };
+        if let Some((client, server)) = pk {
+            let dir = usize::from(hdr.src_nid != client);
+            let horizon = self.now_ns - REORDER_HORIZON_NS;
+            // In the sender's time: it wrote the first byte one one-way delay before the
+            // capture point saw it.
+            let p = self.peer(client, server);
+            p.mif_msgs[dir] += 1;
+            if zc_cookie != 0 {
+                p.mif[dir].push(m.first.ts_ns - owd, 1);
+                p.mif_zc[dir] += 1;
+                self.zc_pending.insert((hdr.src_nid, hdr.dest_nid, zc_cookie), ((client, server), dir, owd));
+            } else {
+                p.mif[dir].push_interval(m.first.ts_ns - owd, m.last.ts_ns - owd);
+            }
+            let p = self.peer(client, server);
+            p.mif[dir].advance(horizon);
+            p.rif.advance(horizon);
+            if !p.conns.contains(&conn.id.0) {
+                p.conns.push(conn.id.0);
+            }
+            let active_is_client = conn_side_is(conn, m.dir, hdr.src_nid == client);
+            if let Some(ct) = self.conns.get_mut(&conn.id.0) {
+                ct.active_is_client.get_or_insert(active_is_client);
+            }
+        }
+    }
+
+    /// The peer pair (client, server) for a message between two NIDs, if one is known.
+    fn peer_of(&self, a: Nid, b: Nid) -> Option<(Nid, Nid)> {
+        if self.peers.contains_key(&(a, b)) {
+            Some((a, b))
+        } else if self.peers.contains_key(&(b, a)) {
+            Some((b, a))
+        } else {
+            None
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_put(
+        &mut self,
+        m: &Message,
+        hdr: &LnetHdr,
+        app: &App,
+        mb: u64,
+        portal: u32,
+        offset: u32,
+        ack_wmd: Wmd,
+        owd: i64,
+        out: &mut Vec<RpcRecord>,
+    ) -> Option<(Nid, Nid)> {
+        match portal {
+            0 => {
+                self.unmatched("lnet_push");
+                None
+            }
+            50 | 51 => {
+                let (client, server) = self.roles(hdr, true);
+                let App::Srpc(s) = app else {
+                    self.unmatched("selftest_request_body_not_captured");
+                    return Some((client, server));
+                };
+                let Some(rpyid) = s.rpyid else {
+                    self.unmatched("selftest_request_body_not_captured");
+                    return Some((client, server));
+                };
+                let kind = match s.msg_type {
+                    srpc::BRW_REQST => Kind::LstBrw,
+                    srpc::PING_REQST => Kind::LstPing,
+                    _ => Kind::LstFramework,
+                };
+                let i = self.request(kind, (client, server, rpyid), m, owd, out);
+                let o = self.slot(i);
+                o.rec.portal = Some(portal);
+                o.rec.opc_name = Some(
+                    match (kind, s.brw_rw) {
+                        (Kind::LstBrw, Some(1)) => "BRW_READ",
+                        (Kind::LstBrw, Some(2)) => "BRW_WRITE",
+                        (Kind::LstBrw, _) => "BRW",
+                        (Kind::LstPing, _) => "PING",
+                        _ => srpc::type_name(s.msg_type),
+                    }
+                    .to_string(),
+                );
+                o.rec.op = match s.brw_rw {
+                    Some(1) => Some("read"),
+                    Some(2) => Some("write"),
+                    _ => None,
+                };
+                if let Some(len) = s.brw_len.filter(|_| kind == Kind::LstBrw) {
+                    o.expected_bytes = u64::from(len);
+                }
+                if let Some(b) = s.bulkid.filter(|_| kind == Kind::LstBrw) {
+                    o.bulkid = Some(b);
+                    self.bulkids.insert((client, server, b), i);
+                }
+                Some((client, server))
+            }
+            52 => {
+                let (client, server) = self.roles(hdr, false);
+                if let Some(&i) = self.by_key.get(&(client, server, mb)) {
+                    let status = match app {
+                        App::Srpc(s) => s.status.map(|x| x as i32),
+                        _ => None,
+                    };
+                    self.final_reply(i, m, status, None, false, out);
+                } else if let Some(&i) = self.bulkids.get(&(client, server, mb)) {
+                    self.bulk_data(i, m, hdr.payload_length, mb, true);
+                } else if hdr.payload_length <= 4096 && !matches!(app, App::None) {
+                    // A selftest reply whose request was not captured.
+                    let i = self.new_rpc(Kind::LstBrw, (client, server, mb), m, out);
+                    let o = self.slot(i);
+                    o.rec.portal = Some(52);
+                    o.rec.opc_name = Some("BRW".into());
+                    let status = match app {
+                        App::Srpc(s) => s.status.map(|x| x as i32),
+                        _ => None,
+                    };
+                    self.final_reply(i, m, status, None, false, out);
+                } else {
+                    self.unmatched("selftest_bulk_without_request");
+                }
+                Some((client, server))
+            }
+            p if is_bulk_portal(p) => {
+                let (client, server) = self.roles(hdr, false);
+                match self.ptl_by_bulk(client, server, mb) {
+                    Some(i) => {
+                        self.bulk_data(i, m, hdr.payload_length, mb, true);
+                        if !ack_wmd.is_none() {
+                            self.acks.insert((hdr.src_nid, ack_wmd), (i, false));
+                        }
+                    }
+                    None => self.unmatched("bulk_without_request"),
+                }
+                Some((client, server))
+            }
+            p if is_request_portal(p) => {
+                let (client, server) = self.roles(hdr, true);
+                let i = self.request(Kind::Ptlrpc, (client, server, mb), m, owd, out);
+                let o = self.slot(i);
+                o.rec.portal = Some(p);
+                if let App::Ptlrpc(r) = app {
+                    if let Some(opc) = r.opc {
+                        o.rec.opc = Some(opc);
+                        o.rec.opc_name = Some(opc_name(opc).map_or_else(|| format!("opc{opc}"), str::to_string));
+                        o.rec.op = match opc {
+                            3 => Some("read"),
+                            4 => Some("write"),
+                            _ => None,
+                        };
+                    }
+                    if let Some(last) = r.mbits {
+                        if last >= mb && last - mb < MAX_BULK_MDS {
+                            o.n_md = Some(last - mb + 1);
+                        }
+                    }
+                    o.rec.jobid = r.jobid.clone();
+                } else {
+                    o.rec.missing.push("request_body");
+                }
+                Some((client, server))
+            }
+            p if is_reply_portal(p) => {
+                let (client, server) = self.roles(hdr, false);
+                let i =
+                    self.by_key.get(&(client, server, mb)).copied().or_else(|| self.ptl_by_bulk(client, server, mb));
+                let (status, service, early) = match app {
+                    App::Ptlrpc(r) => {
+                        (r.status, r.service_time, r.looks_early_reply() || offset == 0 && r.bufcount == 1)
+                    }
+                    _ => (None, None, false),
+                };
+                let i = match i {
+                    Some(i) => i,
+                    None => {
+                        let i = self.new_rpc(Kind::Ptlrpc, (client, server, mb), m, out);
+                        self.slot(i).rec.missing.push("request");
+                        i
+                    }
+                };
+                if let App::Ptlrpc(r) = app {
+                    let o = self.slot(i);
+                    if o.rec.opc.is_none() {
+                        o.rec.opc = r.opc;
+                        o.rec.opc_name =
+                            r.opc.map(|opc| opc_name(opc).map_or_else(|| format!("opc{opc}"), str::to_string));
+                    }
+                }
+                if early {
+                    let o = self.slot(i);
+                    o.rec.early_replies += 1;
+                    o.last_ns = m.last.ts_ns;
+                } else {
+                    let ack = (!ack_wmd.is_none()).then_some(ack_wmd);
+                    if let Some(w) = ack {
+                        self.acks.insert((hdr.src_nid, w), (i, true));
+                    }
+                    self.final_reply(i, m, status, service, ack.is_some(), out);
+                }
+                Some((client, server))
+            }
+            _ => {
+                self.unmatched("put_unknown_portal");
+                None
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_get(
+        &mut self,
+        m: &Message,
+        hdr: &LnetHdr,
+        mb: u64,
+        portal: u32,
+        wmd: Wmd,
+        sink: u32,
+        owd: i64,
+        out: &mut Vec<RpcRecord>,
+    ) -> Option<(Nid, Nid)> {
+        match portal {
+            0 if mb == PING_MATCHBITS => {
+                let (client, server) = self.roles(hdr, true);
+                let key = (client, server, mb);
+                if let Some(&old) = self.by_key.get(&key) {
+                    self.close(old, out, None);
+                }
+                let i = self.new_rpc(Kind::LnetPing, key, m, out);
+                {
+                    let o = self.slot(i);
+                    o.rec.opc_name = Some("LNET_PING".into());
+                    o.rec.portal = Some(0);
+                }
+                self.request(Kind::LnetPing, key, m, owd, out);
+                self.gets.insert((hdr.src_nid, wmd), i);
+                Some((client, server))
+            }
+            52 => {
+                let (client, server) = self.roles(hdr, false);
+                match self.bulkids.get(&(client, server, mb)).copied() {
+                    Some(i) => {
+                        self.bulk_start(i, m);
+                        self.gets.insert((hdr.src_nid, wmd), i);
+                    }
+                    None => self.unmatched("selftest_bulk_without_request"),
+                }
+                if let Some(&i) = self.bulkids.get(&(client, server, mb)) {
+                    let o = self.slot(i);
+                    o.expected_bytes = o.expected_bytes.max(u64::from(sink));
+                }
+                Some((client, server))
+            }
+            p if is_bulk_portal(p) => {
+                let (client, server) = self.roles(hdr, false);
+                match self.ptl_by_bulk(client, server, mb) {
+                    Some(i) => {
+                        self.bulk_start(i, m);
+                        let o = self.slot(i);
+                        o.bulk_mbits_seen.push(mb);
+                        o.expected_bytes += u64::from(sink);
+                        self.gets.insert((hdr.src_nid, wmd), i);
+                    }
+                    None => self.unmatched("bulk_without_request"),
+                }
+                Some((client, server))
+            }
+            _ => {
+                self.unmatched("get_unknown_portal");
+                None
+            }
+        }
+    }
+
+    fn on_reply(&mut self, m: &Message, hdr: &LnetHdr, wmd: Wmd, out: &mut Vec<RpcRecord>) -> Option<(Nid, Nid)> {
+        let Some(i) = self.gets.remove(&(hdr.dest_nid, wmd)) else {
+            self.unmatched("reply_without_get");
+            return None;
+        };
+        self.slots[i].as_ref()?;
+        let (kind, client, server) = {
+            let o = self.slot(i);
+            (o.kind, o.client, o.server)
+        };
+        if kind == Kind::LnetPing {
+            self.final_reply(i, m, None, None, false, out);
+        } else {
+            // Write bulk data from the client.
+            self.bulk_data(i, m, hdr.payload_length, u64::MAX, false);
+        }
+        Some((client, server))
+    }
+
+    fn on_ack(
+        &mut self,
+        m: &Message,
+        hdr: &LnetHdr,
+        wmd: Wmd,
+        mb: u64,
+        mlength: u32,
+        out: &mut Vec<RpcRecord>,
+    ) -> Option<(Nid, Nid)> {
+        let found = self.acks.remove(&(hdr.dest_nid, wmd));
+        let (client, server) = (hdr.src_nid, hdr.dest_nid);
+        match found {
+            Some((i, true)) => {
+                if self.slots[i].is_some() {
+                    let o = self.slot(i);
+                    o.rec.t_reply_ack_ns = Some(m.last.ts_ns);
+                    o.awaiting_reply_ack = false;
+                    if o.reply_done {
+                        self.close(i, out, None);
+                    }
+                }
+            }
+            Some((i, false)) => {
+                if self.slots[i].is_some() {
+                    self.slot(i).last_ns = m.last.ts_ns;
+                }
+            }
+            None => {
+                // The data PUT's header was not captured, but its LNet ACK was: the ACK
+                // names the match bits and the bytes deposited.
+                match self.ptl_by_bulk(client, server, mb) {
+                    Some(i) if !self.slot(i).bulk_mbits_seen.contains(&mb) => {
+                        let o = self.slot(i);
+                        o.bulk_mbits_seen.push(mb);
+                        o.rec.bytes += u64::from(mlength);
+                        o.rec.missing.push("bulk_header");
+                        o.last_ns = m.last.ts_ns;
+                    }
+                    _ => self.unmatched("ack_without_put"),
+                }
+            }
+        }
+        Some((client, server))
+    }
+
+    fn bulk_start(&mut self, i: usize, m: &Message) {
+        let o = self.slot(i);
+        o.rec.t_bulk_start_ns = Some(o.rec.t_bulk_start_ns.map_or(m.first.ts_ns, |t| t.min(m.first.ts_ns)));
+        o.last_ns = m.last.ts_ns;
+    }
+
+    fn bulk_data(&mut self, i: usize, m: &Message, len: u32, mb: u64, is_read: bool) {
+        let interval = self.cfg.interval_ns;
+        let o = self.slot(i);
+        o.rec.bytes += u64::from(len);
+        o.rec.bulk_messages += 1;
+        if mb != u64::MAX {
+            o.bulk_mbits_seen.push(mb);
+        }
+        if is_read {
+            o.rec.t_bulk_start_ns = Some(o.rec.t_bulk_start_ns.map_or(m.first.ts_ns, |t| t.min(m.first.ts_ns)));
+        }
+        o.rec.t_bulk_end_ns = Some(o.rec.t_bulk_end_ns.map_or(m.last.ts_ns, |t| t.max(m.last.ts_ns)));
+        o.last_ns = m.last.ts_ns;
+        if o.rec.op.is_none() {
+            o.rec.op = Some(if is_read { "read" } else { "write" });
+        }
+        let pk = (o.client, o.server);
+        let p = self.peer(pk.0, pk.1);
+        let idx = m.last.ts_ns.div_euclid(interval);
+        if is_read {
+            *p.bulk_read.entry(idx).or_default() += u64::from(len);
+        } else {
+            *p.bulk_write.entry(idx).or_default() += u64::from(len);
+        }
+    }
+
+    fn final_reply(
+        &mut self,
+        i: usize,
+        m: &Message,
+        status: Option<i32>,
+        service: Option<u32>,
+        wants_ack: bool,
+        out: &mut Vec<RpcRecord>,
+    ) {
+        let o = self.slot(i);
+        o.rec.t_reply_ns = Some(m.first.ts_ns);
+        o.rec.t_end_ns = Some(m.last.ts_ns);
+        o.rec.status = status.or(o.rec.status);
+        o.rec.service_time_s = service.or(o.rec.service_time_s);
+        o.reply_done = true;
+        o.awaiting_reply_ack = wants_ack;
+        o.last_ns = m.last.ts_ns;
+        if !wants_ack {
+            self.close(i, out, None);
+        }
+    }
+
+    /// Finishes an RPC: statistics, and the record to the caller.
+    fn close(&mut self, i: usize, out: &mut Vec<RpcRecord>, why: Option<&'static str>) {
+        let Some(mut o) = self.slots[i].take() else { return };
+        self.free.push(i);
+        self.by_key.remove(&o.key);
+        self.xids.remove(&o.key);
+        if let Some(b) = o.bulkid {
+            self.bulkids.remove(&(o.client, o.server, b));
+        }
+        let r = &mut o.rec;
+        if r.t_start_ns.is_none() && !r.missing.contains(&"request") {
+            r.missing.push("request");
+        }
+        if !o.reply_done {
+            r.missing.push("reply");
+        }
+        if o.awaiting_reply_ack {
+            r.missing.push("reply_ack");
+        }
+        let expects_bulk =
+            matches!(o.kind, Kind::LstBrw) && r.opc_name.as_deref() != Some("BRW") || matches!(r.opc, Some(3 | 4));
+        if expects_bulk && r.bulk_messages == 0 {
+            if o.expected_bytes > 0 && o.reply_done && r.status.unwrap_or(0) == 0 {
+                // The data messages' headers were not captured, but the request (or the
+                // GETs) announced the size and the RPC succeeded.
+                r.bytes = r.bytes.max(o.expected_bytes);
+                if !r.missing.contains(&"bulk_header") {
+                    r.missing.push("bulk_header");
+                }
+            } else if r.bytes == 0 {
+                r.missing.push("bulk");
+            }
+        }
+        if let Some(w) = why {
+            r.missing.push(w);
+        }
+        r.partial = r.missing.iter().any(|m| *m != "request_body");
+        r.latency_us = us(r.t_start_ns, r.t_end_ns);
+        r.client_latency_us = r.latency_us.map(|l| l + 2.0 * o.client_owd_ns as f64 / 1000.0);
+        let bulk_anchor = if r.t_bulk_end_ns.is_some() { r.t_bulk_end_ns } else { r.t_req_end_ns };
+        r.phases = Phases {
+            request_us: us(r.t_start_ns, r.t_req_end_ns),
+            server_wait_us: us(r.t_req_end_ns, r.t_bulk_start_ns),
+            bulk_us: us(r.t_bulk_start_ns, r.t_bulk_end_ns),
+            server_us: us(bulk_anchor, r.t_reply_ns),
+            reply_us: us(r.t_reply_ns, r.t_end_ns),
+        };
+        let interval = self.cfg.interval_ns;
+        let rec = o.rec;
+        let p = self.peers.entry((o.client, o.server)).or_insert_with(|| PeerState::new(o.client, o.server, interval));
+        *p.by_opc.entry(rec.opc_name.clone().unwrap_or_else(|| "unknown".into())).or_default() += 1;
+        if o.counted_start {
+            // The RPC leaves flight when the client has the reply (one one-way delay after
+            // the capture point saw its last byte), or, if none was seen, at its last
+            // activity.
+            p.rif.push(rec.t_end_ns.map_or(o.last_ns, |e| e + o.client_owd_ns), -1);
+        }
+        if rec.op == Some("write") {
+            p.bytes_written += rec.bytes;
+        } else {
+            p.bytes_read += rec.bytes;
+        }
+        if let Some(e) = rec.t_end_ns {
+            p.last_ns = Some(p.last_ns.map_or(e, |l| l.max(e)));
+            let idx = e.div_euclid(interval);
+            let c = p.completed.entry(idx).or_default();
+            if rec.op == Some("write") {
+                c.1 += rec.bytes;
+            } else {
+                c.0 += rec.bytes;
+            }
+            c.2 += 1;
+        }
+        if rec.partial {
+            p.partial += 1;
+        } else {
+            p.rpcs += 1;
+            if let Some(l) = rec.client_latency_us {
+                p.latency.add(l);
+                p.latency_hist.tally(l.round() as u64);
+            }
+            if rec.bytes > 0 {
+                p.pages.tally(rec.bytes.div_ceil(4096));
+            }
+            let ph = rec.phases;
+            for (k, v) in
+                [ph.request_us, ph.server_wait_us, ph.bulk_us, ph.server_us, ph.reply_us].into_iter().enumerate()
+            {
+                if let Some(v) = v {
+                    p.phase[k].add(v);
+                }
+            }
+            if let Some(s) = rec.service_time_s {
+                p.service.add(f64::from(s));
+            }
+        }
+        out.push(rec);
+    }
+
+    fn expire(&mut self, out: &mut Vec<RpcRecord>) {
+        let limit = self.now_ns - RPC_IDLE_TIMEOUT_NS;
+        let stale: Vec<usize> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| o.as_ref().filter(|o| o.last_ns < limit).map(|_| i))
+            .collect();
+        for i in stale {
+            self.close(i, out, Some("timeout"));
+        }
+    }
+
+    /// End of capture: every open RPC is reported (partial where parts are missing).
+    pub fn finish(&mut self, out: &mut Vec<RpcRecord>) {
+        let mut open: Vec<(u64, usize)> =
+            self.slots.iter().enumerate().filter_map(|(i, o)| o.as_ref().map(|o| (o.rec.id, i))).collect();
+        open.sort_unstable();
+        for (_, i) in open {
+            self.close(i, out, None);
+        }
+        for p in self.peers.values_mut() {
+            p.rif.finish();
+            p.mif[0].finish();
+            p.mif[1].finish();
+        }
+    }
+
+    /// Per-peer reports (call after [`finish`](Self::finish)), sorted by client then server.
+    pub fn reports(&self) -> Vec<PeerReport> {
+        let interval = self.cfg.interval_ns;
+        self.peers
+            .values()
+            .map(|p| {
+                let window = match (p.first_ns, p.last_ns) {
+                    (Some(a), Some(b)) if b > a => {
+                        let fifth = (b - a) / 5;
+                        Some([a + fifth, b - fifth])
+                    }
+                    _ => None,
+                };
+                let throughput = window.map_or(0.0, |[a, b]| self.window_bytes(p, a, b) as f64 / ((b - a) as f64 / 1e9));
+                let pair = |c: &ConnTrack| matches!(c.nid, [Some(a), Some(b)] if (a, b) == (p.client, p.server) || (b, a) == (p.client, p.server));
+                let mut conns: Vec<ConnReport> = self
+                    .conns
+                    .iter()
+                    .filter(|(id, c)| p.conns.contains(id) || pair(c))
+                    .map(|(id, c)| {
+                        let (t, inferred) = conn_type_of(c);
+                        let active_is_client = c.active_is_client.unwrap_or(c.nid[0] == Some(p.client));
+                        ConnReport { id: *id, tcp: c.tcp.clone(), conn_type: conn_type::name(t), type_inferred: inferred, active_is_client }
+                    })
+                    .collect();
+                conns.sort_by_key(|c| c.id);
+                let cps: Vec<(CapturePoint, bool)> = conns.iter().filter_map(|c| self.capture_points.get(&c.id).map(|cp| (*cp, c.active_is_client))).collect();
+                let rtt = cps.iter().map(|(cp, _)| cp.rtt_ns()).min().map(|n| n as f64 / 1000.0);
+                let capture_point = cps.iter().min_by_key(|(cp, _)| cp.rtt_ns()).map(|(cp, active_is_client)| {
+                    let (c, s) = if *active_is_client { (cp.active_owd_ns, cp.passive_owd_ns) } else { (cp.passive_owd_ns, cp.active_owd_ns) };
+                    let rtt = (2 * (c + s)).max(1) as f64;
+                    let side = if 2.0 * c as f64 <= 0.1 * rtt {
+                        "client"
+                    } else if 2.0 * s as f64 <= 0.1 * rtt {
+                        "server"
+                    } else {
+                        "middle"
+                    };
+                    CapturePointReport { client_one_way_us: c as f64 / 1000.0, server_one_way_us: s as f64 / 1000.0, side }
+                });
+                let dirs: Vec<MessagesDirection> = (0..2)
+                    .map(|d| {
+                        let s = &p.mif[d];
+                        let busy: i64 = s.time_at.iter().filter(|(l, _)| **l >= 1).map(|(_, t)| *t).sum();
+                        let at_max = s.time_at.get(&s.max).copied().unwrap_or(0);
+                        let (from, to) = if d == 0 { (p.client, p.server) } else { (p.server, p.client) };
+                        MessagesDirection {
+                            from: from.to_string(),
+                            to: to.to_string(),
+                            messages: p.mif_msgs[d],
+                            zero_copy: p.mif_zc[d],
+                            max: s.max,
+                            mean: s.mean(),
+                            time_at_max: if busy > 0 { at_max as f64 / busy as f64 } else { 0.0 },
+                        }
+                    })
+                    .collect();
+                let messages_in_flight = credit_inference(dirs, p.rif.max);
+                let mut series = Vec::new();
+                let rif: BTreeMap<i64, _> = p.rif.intervals().collect();
+                let m0: BTreeMap<i64, _> = p.mif[0].intervals().collect();
+                let m1: BTreeMap<i64, _> = p.mif[1].intervals().collect();
+                let mut ts: Vec<i64> = rif.keys().chain(m0.keys()).chain(m1.keys()).copied().collect();
+                ts.extend(p.bulk_read.keys().map(|i| i * interval));
+                ts.extend(p.bulk_write.keys().map(|i| i * interval));
+                ts.sort_unstable();
+                ts.dedup();
+                let per_s = 1e9 / interval as f64;
+                for t in ts {
+                    let idx = t.div_euclid(interval);
+                    let r = rif.get(&t).copied().unwrap_or_default();
+                    series.push(IntervalRow {
+                        t_ns: t,
+                        read_bytes_per_s: p.bulk_read.get(&idx).copied().unwrap_or(0) as f64 * per_s,
+                        write_bytes_per_s: p.bulk_write.get(&idx).copied().unwrap_or(0) as f64 * per_s,
+                        rpcs_completed: p.completed.get(&idx).map_or(0, |c| c.2),
+                        rpcs_in_flight_mean: r.mean,
+                        rpcs_in_flight_max: r.max,
+                        messages_in_flight_max_c2s: m0.get(&t).map_or(0, |x| x.max),
+                        messages_in_flight_max_s2c: m1.get(&t).map_or(0, |x| x.max),
+                    });
+                }
+                PeerReport {
+                    client_nid: p.client.to_string(),
+                    server_nid: p.server.to_string(),
+                    connections: conns,
+                    handshake_rtt_us: rtt,
+                    capture_point,
+                    rpcs: p.rpcs,
+                    rpcs_partial: p.partial,
+                    rpcs_by_opcode: p.by_opc.clone(),
+                    bytes_read: p.bytes_read,
+                    bytes_written: p.bytes_written,
+                    throughput_bytes_per_s: throughput,
+                    steady_window_ns: window,
+                    rpcs_in_flight: InFlightReport {
+                        mean: p.rif.mean(),
+                        max: p.rif.max,
+                        histogram: p.rif.at_increase.clone(),
+                        steady_mean: window.map_or(0.0, |[a, b]| p.rif.mean_between(a, b)),
+                    },
+                    messages_in_flight,
+                    latency_us: LatencyReport {
+                        p50: p.latency.quantile(0.5),
+                        p95: p.latency.quantile(0.95),
+                        p99: p.latency.quantile(0.99),
+                        max: p.latency.max(),
+                        mean: p.latency.mean(),
+                        histogram: p.latency_hist.clone(),
+                    },
+                    pages_per_rpc: p.pages.clone(),
+                    phases: PhaseReport {
+                        request_us: p.phase[0].mean(),
+                        server_wait_us: p.phase[1].mean(),
+                        bulk_us: p.phase[2].mean(),
+                        server_us: p.phase[3].mean(),
+                        reply_us: p.phase[4].mean(),
+                        service_time_s: p.service.mean(),
+                    },
+                    timeseries: series,
+                }
+            })
+            .collect()
+    }
+
+    /// Bulk bytes of RPCs that completed in [a, b), counted exactly at interval resolution
+    /// plus the partial intervals at the edges prorated (the per-RPC list is not kept).
+    fn window_bytes(&self, p: &PeerState, a: i64, b: i64) -> u64 {
+        let iv = self.cfg.interval_ns;
+        let mut total = 0f64;
+        for (&idx, c) in p.completed.range(a.div_euclid(iv)..=b.div_euclid(iv)) {
+            let (s, e) = (idx * iv, (idx + 1) * iv);
+            let overlap = (e.min(b) - s.max(a)).max(0) as f64 / iv as f64;
+            total += (c.0 + c.1) as f64 * overlap;
+        }
+        total.round() as u64
+    }
+
+    /// Bulk bytes of RPCs completed (reply last byte) in [a, b), for a given peer, at the
+    /// tracker's interval resolution (exact when a and b fall on interval boundaries).
+    pub fn bytes_completed_between(&self, client: &str, server: &str, a: i64, b: i64) -> Option<u64> {
+        let p = self.peers.values().find(|p| p.client.to_string() == client && p.server.to_string() == server)?;
+        Some(self.window_bytes(p, a, b))
+    }
+}
+
+/// True when the side that sent a message from `dir` being the client means the active side
+/// is the client.
+fn conn_side_is(_conn: &Connection, dir: Dir, sender_is_client: bool) -> bool {
+    match dir {
+        Dir::FromActive => sender_is_client,
+        Dir::FromPassive => !sender_is_client,
+    }
+}
+
+/// Connection type from the active side's point of view, and whether it was inferred.
+fn conn_type_of(c: &ConnTrack) -> (u32, bool) {
+    if let Some(t) = c.hello_type[0] {
+        return (t, false);
+    }
+    if let Some(t) = c.hello_type[1] {
+        let inv = match t {
+            conn_type::BULK_IN => conn_type::BULK_OUT,
+            conn_type::BULK_OUT => conn_type::BULK_IN,
+            t => t,
+        };
+        return (inv, false);
+    }
+    // From the traffic (socklnd V3 rules, wire-format.md §2.8): large LNet messages from a
+    // side go on its BULK_OUT; the other direction of a bulk connection carries only NOOPs.
+    let t = if c.large[0] > 0 && c.small[0] == 0 && c.small[1] == 0 && c.large[1] == 0 {
+        conn_type::BULK_OUT
+    } else if c.large[1] > 0 && c.small[1] == 0 && c.small[0] == 0 && c.large[0] == 0 {
+        conn_type::BULK_IN
+    } else if c.small[0] + c.small[1] > 0 {
+        conn_type::CONTROL
+    } else if c.noop[0] > 0 && c.noop[1] == 0 {
+        conn_type::BULK_IN
+    } else if c.noop[1] > 0 && c.noop[0] == 0 {
+        conn_type::BULK_OUT
+    } else {
+        conn_type::ANY
+    };
+    (t, true)
+}
+
+/// Finds where peer_credits binds: the highest count of LNet messages in flight from one
+/// side, held for a large share of the busy time while more RPCs were in flight than
+/// messages (so messages were waiting for credits, not for work).
+fn credit_inference(dirs: Vec<MessagesDirection>, rif_max: i64) -> MessagesInFlight {
+    let max = dirs.iter().map(|d| d.max).max().unwrap_or(0);
+    let best = dirs.iter().filter(|d| d.max > 0).max_by(|a, b| a.time_at_max.total_cmp(&b.time_at_max));
+    let (inferred, evidence) = match best {
+        Some(d) if d.time_at_max >= 0.2 && rif_max > d.max => (
+            Some(d.max),
+            format!(
+                "{} → {}: at most {} LNet messages in flight, held for {:.0}% of the busy time while up to {} RPCs were in flight: messages waited for credits",
+                d.from,
+                d.to,
+                d.max,
+                d.time_at_max * 100.0,
+                rif_max
+            ),
+        ),
+        Some(d) if rif_max <= d.max => (None, format!("not reached: RPCs in flight (max {rif_max}) never exceeded LNet messages in flight (max {})", d.max)),
+        Some(d) => (None, format!("no plateau: the maximum of {} messages in flight was held for only {:.0}% of the busy time", d.max, d.time_at_max * 100.0)),
+        None => (None, "no LNet messages between the pair".into()),
+    };
+    MessagesInFlight { max, inferred_peer_credits: inferred, evidence, directions: dirs }
+}
