@@ -53,7 +53,7 @@ fn check_accounting(s: &Value) {
             assert_eq!(g("stream_bytes"), g("bytes_captured") + g("bytes_snaplen") + g("bytes_lost"), "{d}");
             assert_eq!(
                 g("stream_bytes"),
-                g("bytes_in_messages") + g("bytes_skipped") + g("bytes_in_partial_message"),
+                g("bytes_in_messages") + g("bytes_inferred") + g("bytes_skipped") + g("bytes_in_partial_message"),
                 "{d}"
             );
         }

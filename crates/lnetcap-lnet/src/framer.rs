@@ -14,7 +14,8 @@ use crate::names::is_bulk_portal;
 use crate::nid::Nid;
 use crate::wire::consts::*;
 use crate::wire::{
-    hello_size, le32_at, Connreq, Hello, KsockHdr, LnetDetail, LnetHdr, PingInfo, PtlrpcInfo, SrpcInfo, NID16, NID4,
+    hello_size, le32_at, Connreq, Hello, KsockHdr, LnetDetail, LnetHdr, PingInfo, PtlrpcInfo, SrpcInfo, Wmd, NID16,
+    NID4,
 };
 
 /// What the framer expects next.
@@ -154,6 +155,19 @@ pub struct FramerStats {
     pub payload_bytes_captured: u64,
     /// Bytes that did not parse as the expected structure (framing errors).
     pub invalid_headers: u64,
+    /// Messages inferred in skipped runs.
+    pub messages_inferred: u64,
+    /// Bytes of the inferred messages (moved out of `bytes_skipped`).
+    pub bytes_inferred: u64,
+}
+
+/// A resynchronisation that may let the skipped run be filled with inferred messages once
+/// the first message after it is decoded.
+struct PendingInfer {
+    from: u64,
+    to: u64,
+    map: Vec<(u64, Stamp)>,
+    prev: Box<Message>,
 }
 
 /// Per-direction framer.
@@ -166,6 +180,12 @@ pub struct Framer {
     pos: u64,
     cur: Option<InProgress>,
     desync_from: u64,
+    desync_at_boundary: bool,
+    /// While desynchronised: where each segment of the skipped run starts.
+    skip_map: Vec<(u64, Stamp)>,
+    skip_map_full: bool,
+    last_msg: Option<Box<Message>>,
+    pending_infer: Option<PendingInfer>,
     /// NIDs seen on this connection (for resync plausibility).
     pub known_nids: Vec<Nid>,
     /// Counters.
@@ -190,6 +210,11 @@ impl Framer {
             pos: 0,
             cur: None,
             desync_from: 0,
+            desync_at_boundary: false,
+            skip_map: Vec::new(),
+            skip_map_full: false,
+            last_msg: None,
+            pending_infer: None,
             known_nids: Vec::new(),
             stats: FramerStats::default(),
         }
@@ -225,13 +250,22 @@ impl Framer {
         }
     }
 
-    fn lose(&mut self, at: u64, stamp: Stamp, reason: String, out: &mut Vec<LnetEvent>) {
-        if let Some(cur) = self.cur.take() {
-            // Header bytes collected so far are skipped bytes now.
-            self.stats.bytes_skipped += self.pos - cur.start;
-        }
+    fn lose(&mut self, at: u64, stamp: Stamp, reason: String, at_boundary: bool, out: &mut Vec<LnetEvent>) {
+        let first = match self.cur.take() {
+            Some(cur) => {
+                // Header bytes collected so far are skipped bytes now.
+                self.stats.bytes_skipped += self.pos - cur.start;
+                cur.first
+            }
+            None => stamp,
+        };
         self.expect = Expect::Desync;
         self.desync_from = at;
+        self.desync_at_boundary = at_boundary && self.expect_was_framed();
+        self.skip_map.clear();
+        self.skip_map.push((at, first));
+        self.skip_map_full = false;
+        self.pending_infer = None;
         self.stats.desyncs += 1;
         out.push(LnetEvent::Framing {
             conn: self.conn,
@@ -241,12 +275,29 @@ impl Framer {
         });
     }
 
+    fn expect_was_framed(&self) -> bool {
+        self.last_msg.as_ref().is_some_and(|m| m.proto.is_some())
+    }
+
+    fn note_skip(&mut self, offset: u64, stamp: Stamp) {
+        if self.skip_map.last().is_some_and(|(_, s)| *s == stamp) {
+            return;
+        }
+        if self.skip_map.len() >= MAX_SKIP_MAP {
+            self.skip_map_full = true;
+        } else {
+            self.skip_map.push((offset, stamp));
+        }
+    }
+
     /// Captured bytes at the current position.
     pub fn on_data(&mut self, offset: u64, data: &[u8], stamp: Stamp, out: &mut Vec<LnetEvent>) {
         debug_assert_eq!(offset, self.pos);
         let mut i = 0usize;
         while i < data.len() {
             if self.expect == Expect::Desync {
+                let at = self.pos;
+                self.note_skip(at, stamp);
                 let found = find_resync(&data[i..], self.proto, &self.known_nids);
                 match found {
                     Some((k, proto)) => {
@@ -254,6 +305,16 @@ impl Framer {
                         i += k;
                         self.stats.bytes_skipped += k as u64;
                         let skipped = self.pos - self.desync_from;
+                        if self.desync_at_boundary && !self.skip_map_full && skipped > 0 {
+                            if let Some(prev) = self.last_msg.clone() {
+                                self.pending_infer = Some(PendingInfer {
+                                    from: self.desync_from,
+                                    to: self.pos,
+                                    map: std::mem::take(&mut self.skip_map),
+                                    prev,
+                                });
+                            }
+                        }
                         if self.proto.is_none() {
                             self.proto = Some(proto);
                         }
@@ -312,7 +373,7 @@ impl Framer {
                             Size::Invalid(reason) => {
                                 self.stats.invalid_headers += 1;
                                 let start = cur.start;
-                                self.lose(start, stamp, reason, out);
+                                self.lose(start, stamp, reason, false, out);
                                 continue;
                             }
                         }
@@ -343,6 +404,8 @@ impl Framer {
         let mut left = len;
         while left > 0 {
             if self.expect == Expect::Desync {
+                let at = self.pos;
+                self.note_skip(at, stamp);
                 self.pos += left;
                 self.stats.bytes_skipped += left;
                 return;
@@ -350,13 +413,13 @@ impl Framer {
             let Some(cur) = self.cur.as_mut() else {
                 self.stats.headers_lost += 1;
                 let at = self.pos;
-                self.lose(at, stamp, "a message header fell into uncaptured bytes".into(), out);
+                self.lose(at, stamp, "a message header fell into uncaptured bytes".into(), true, out);
                 continue;
             };
             let Some((total, hdr)) = cur.sized else {
                 self.stats.headers_lost += 1;
                 let start = cur.start;
-                self.lose(start, stamp, "a message header was cut before its length field".into(), out);
+                self.lose(start, stamp, "a message header was cut before its length field".into(), true, out);
                 continue;
             };
             let in_msg = self.pos - cur.start;
@@ -403,7 +466,7 @@ impl Framer {
                         }
                         Err(e) => {
                             let s = cur.start;
-                            self.lose(s, last, e.to_string(), out);
+                            self.lose(s, last, e.to_string(), false, out);
                             None
                         }
                     }
@@ -421,7 +484,7 @@ impl Framer {
                         }
                         Err(e) => {
                             let s = cur.start;
-                            self.lose(s, last, e.to_string(), out);
+                            self.lose(s, last, e.to_string(), false, out);
                             None
                         }
                     }
@@ -454,7 +517,7 @@ impl Framer {
             }
         };
         if let Some(body) = body {
-            out.push(LnetEvent::Message(Box::new(Message {
+            let msg = Box::new(Message {
                 conn: self.conn,
                 dir: self.dir,
                 offset: cur.start,
@@ -465,8 +528,124 @@ impl Framer {
                 body,
                 header_complete,
                 payload_captured: cur.payload_captured,
+                inferred: false,
+            });
+            if let Some(p) = self.pending_infer.take() {
+                if p.to == msg.offset {
+                    self.infer_run(p, &msg, out);
+                }
+            }
+            if msg.header_complete && msg.proto.is_some() {
+                self.last_msg = Some(msg.clone());
+            }
+            out.push(LnetEvent::Message(msg));
+        }
+    }
+
+    /// Fills a skipped run with the messages it must have held, when the run is an exact
+    /// number of messages like both of its decoded neighbours (same kind, NIDs, portal and
+    /// length). Fields that follow an arithmetic progression between the neighbours (match
+    /// bits, zero-copy cookies, selftest ids) are filled in; the others are left out.
+    /// Times come from the segments that carried the run's bytes.
+    fn infer_run(&mut self, p: PendingInfer, next: &Message, out: &mut Vec<LnetEvent>) {
+        let prev = &p.prev;
+        let len = prev.wire_len;
+        let run = p.to - p.from;
+        if len == 0 || next.wire_len != len || run % len != 0 || !next.header_complete || prev.kind() != next.kind() {
+            return;
+        }
+        let k = run / len;
+        if k == 0 || k > MAX_INFERRED_RUN {
+            return;
+        }
+        let (Body::Lnet { ksock: pk, hdr: ph, app: pa }, Body::Lnet { ksock: nk, hdr: nh, app: na }) =
+            (&prev.body, &next.body)
+        else {
+            return;
+        };
+        if ph.src_nid != nh.src_nid
+            || ph.dest_nid != nh.dest_nid
+            || ph.payload_length != nh.payload_length
+            || ph.portal() != nh.portal()
+        {
+            return;
+        }
+        let stamp_at = |off: u64| -> Stamp {
+            let i = p.map.partition_point(|(o, _)| *o <= off);
+            p.map[i.saturating_sub(1)].1
+        };
+        for i in 1..=k {
+            let cookie = match (pk, nk) {
+                (Some(a), Some(b)) => progression(a.zc_req_cookie, b.zc_req_cookie, k, i),
+                _ => None,
+            };
+            let ksock = match (pk, cookie) {
+                (Some(a), Some(c)) => Some(KsockHdr { zc_req_cookie: c, zc_ack_cookie: 0, csum: 0, ..*a }),
+                _ => None,
+            };
+            let mb = match (ph.match_bits(), nh.match_bits()) {
+                (Some(a), Some(b)) => progression(a, b, k, i),
+                _ => None,
+            };
+            let detail = match (ph.detail, mb) {
+                (Some(LnetDetail::Put { ptl_index, offset, hdr_data, ack_wmd, .. }), Some(mb)) => {
+                    Some(LnetDetail::Put {
+                        ack_wmd: if ack_wmd.is_none() { ack_wmd } else { Wmd::UNKNOWN },
+                        match_bits: mb,
+                        hdr_data,
+                        ptl_index,
+                        offset,
+                    })
+                }
+                (Some(LnetDetail::Get { ptl_index, src_offset, sink_length, .. }), Some(mb)) => Some(LnetDetail::Get {
+                    return_wmd: Wmd::UNKNOWN,
+                    match_bits: mb,
+                    ptl_index,
+                    src_offset,
+                    sink_length,
+                }),
+                (Some(LnetDetail::Ack { mlength, .. }), Some(mb)) => {
+                    Some(LnetDetail::Ack { dst_wmd: Wmd::UNKNOWN, match_bits: mb, mlength })
+                }
+                (Some(LnetDetail::Reply { .. }), _) => Some(LnetDetail::Reply { dst_wmd: Wmd::UNKNOWN }),
+                _ => None,
+            };
+            let app = match (pa, na) {
+                (App::Srpc(a), App::Srpc(b)) if a.msg_type == b.msg_type => {
+                    let rpyid = match (a.rpyid, b.rpyid) {
+                        (Some(x), Some(y)) => progression(x, y, k, i),
+                        _ => None,
+                    };
+                    let bulkid = match (a.bulkid, b.bulkid) {
+                        (Some(x), Some(y)) => progression(x, y, k, i),
+                        _ => None,
+                    };
+                    if rpyid.is_some() || a.rpyid.is_none() {
+                        App::Srpc(SrpcInfo { rpyid, bulkid, status: None, ..a.clone() })
+                    } else {
+                        App::None
+                    }
+                }
+                _ => App::None,
+            };
+            let offset = p.from + (i - 1) * len;
+            out.push(LnetEvent::Message(Box::new(Message {
+                conn: self.conn,
+                dir: self.dir,
+                offset,
+                wire_len: len,
+                first: stamp_at(offset),
+                last: stamp_at(offset + len - 1),
+                proto: prev.proto,
+                body: Body::Lnet { ksock, hdr: LnetHdr { detail, ..*ph }, app },
+                header_complete: false,
+                payload_captured: 0,
+                inferred: true,
             })));
         }
+        self.stats.messages_inferred += k;
+        self.stats.bytes_inferred += run;
+        self.stats.bytes_skipped -= run;
     }
 
     fn note_nid(&mut self, n: Nid) {
@@ -474,6 +653,24 @@ impl Framer {
             self.known_nids.push(n);
         }
     }
+}
+
+/// Longest run of messages inferred at once.
+const MAX_INFERRED_RUN: u64 = 4096;
+/// Segments remembered over one skipped run (for the times of inferred messages).
+const MAX_SKIP_MAP: usize = 1 << 17;
+
+/// The i-th of k values strictly between `a` and `b` on an arithmetic progression (all equal
+/// when a == b), or `None` when the gap does not divide evenly.
+fn progression(a: u64, b: u64, k: u64, i: u64) -> Option<u64> {
+    if a == b {
+        return Some(a);
+    }
+    if b < a || (b - a) % (k + 1) != 0 {
+        return None;
+    }
+    let step = (b - a) / (k + 1);
+    (step <= 1 << 20).then(|| a + i * step)
 }
 
 /// Decodes the captured payload prefix of an LNet message.

@@ -101,6 +101,10 @@ pub struct Message {
     pub header_complete: bool,
     /// Payload bytes captured (≤ payload length).
     pub payload_captured: u64,
+    /// Not decoded but inferred: its header fell into bytes the capture lost, and the run
+    /// of lost bytes is an exact number of messages like its decoded neighbours (see
+    /// `framer` for the rules). Only fields the neighbours determine are filled in.
+    pub inferred: bool,
 }
 
 impl Message {

@@ -207,8 +207,12 @@ pub struct DirSummary {
     pub messages: u64,
     /// Stream bytes inside decoded messages.
     pub bytes_in_messages: u64,
-    /// Stream bytes skipped while framing was lost.
+    /// Stream bytes skipped while framing was lost (not decoded, not inferred).
     pub bytes_skipped: u64,
+    /// Messages inferred in skipped runs (not decoded; see `Message::inferred`).
+    pub messages_inferred: u64,
+    /// Stream bytes of the inferred messages.
+    pub bytes_inferred: u64,
     /// Stream bytes of a message cut by the end of the capture.
     pub bytes_in_partial_message: u64,
     /// Messages whose header was only partly captured.
@@ -394,6 +398,8 @@ impl Pipeline {
                     bytes_skipped,
                     bytes_in_messages,
                     invalid_headers,
+                    messages_inferred,
+                    bytes_inferred,
                     ..
                 } = fs;
                 let partial = st.framers[d].as_ref().map_or(0, Framer::in_progress_bytes);
@@ -416,6 +422,8 @@ impl Pipeline {
                     messages,
                     bytes_in_messages,
                     bytes_skipped,
+                    messages_inferred,
+                    bytes_inferred,
                     bytes_in_partial_message: partial,
                     headers_partial,
                     headers_lost,

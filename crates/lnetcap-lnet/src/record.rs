@@ -17,8 +17,8 @@ fn hex(v: u64) -> String {
     format!("0x{v:x}")
 }
 
-fn wmd(w: &Wmd) -> String {
-    format!("0x{:x}:0x{:x}", w.interface, w.object)
+fn wmd(w: &Wmd) -> Option<String> {
+    (!w.is_unknown()).then(|| format!("0x{:x}:0x{:x}", w.interface, w.object))
 }
 
 /// One message as a flat record. Keys absent from a message are omitted.
@@ -54,6 +54,10 @@ pub struct MessageRecord {
     pub header_complete: bool,
     /// Payload bytes captured.
     pub payload_captured: u64,
+    /// The message was not decoded but inferred in a run of bytes the capture lost (only
+    /// the fields its decoded neighbours determine are present).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub inferred: bool,
     /// Source NID (HELLO: sender; LNet: originator).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub src_nid: Option<String>,
@@ -187,6 +191,7 @@ impl MessageRecord {
             wire_len: m.wire_len,
             header_complete: m.header_complete,
             payload_captured: m.payload_captured,
+            inferred: m.inferred,
             ..Self::default()
         };
         let nz = |v: u64| (v != 0).then(|| hex(v));
@@ -226,18 +231,18 @@ impl MessageRecord {
                         r.match_bits = Some(hex(match_bits));
                         r.hdr_data = Some(hex(hdr_data));
                         r.put_offset = Some(offset);
-                        r.ack_wmd = (!ack_wmd.is_none()).then(|| wmd(&ack_wmd));
+                        r.ack_wmd = if ack_wmd.is_none() { None } else { wmd(&ack_wmd) };
                     }
                     Some(LnetDetail::Get { return_wmd, match_bits, ptl_index, src_offset, sink_length }) => {
                         r.portal = Some(ptl_index);
                         r.match_bits = Some(hex(match_bits));
-                        r.return_wmd = Some(wmd(&return_wmd));
+                        r.return_wmd = wmd(&return_wmd);
                         r.src_offset = Some(src_offset);
                         r.sink_length = Some(sink_length);
                     }
-                    Some(LnetDetail::Reply { dst_wmd }) => r.dst_wmd = Some(wmd(&dst_wmd)),
+                    Some(LnetDetail::Reply { dst_wmd }) => r.dst_wmd = wmd(&dst_wmd),
                     Some(LnetDetail::Ack { dst_wmd, match_bits, mlength }) => {
-                        r.dst_wmd = Some(wmd(&dst_wmd));
+                        r.dst_wmd = wmd(&dst_wmd);
                         r.match_bits = Some(hex(match_bits));
                         r.mlength = Some(mlength);
                     }
@@ -342,7 +347,9 @@ impl MessageRecord {
         if let Some(v) = &self.ping_nids {
             kv("ping", &v.join(","));
         }
-        if !self.header_complete {
+        if self.inferred {
+            kv("inferred", &true);
+        } else if !self.header_complete {
             kv("header", &"partial");
         }
         s

@@ -494,6 +494,15 @@ impl Wmd {
     /// The "none" handle.
     pub const NONE: Wmd = Wmd { interface: WMD_NONE, object: WMD_NONE };
 
+    /// Stands for a handle that was not captured (inferred messages); never on the wire
+    /// (object cookies of real MDs have their two low bits set to 1).
+    pub const UNKNOWN: Wmd = Wmd { interface: 0, object: 0 };
+
+    /// True for the handle that stands for "not captured".
+    pub fn is_unknown(&self) -> bool {
+        *self == Self::UNKNOWN
+    }
+
     /// True for the "none" handle.
     pub fn is_none(&self) -> bool {
         *self == Self::NONE

@@ -1084,6 +1084,7 @@ impl Sim {
                 ex.insert("rpyid".into(), json!(hexs(xid)));
                 ex.insert("bulkid".into(), json!(hexs(bulkid)));
                 ex.insert("brw_len".into(), json!(size));
+                ex.insert("brw_rw".into(), json!(if rw == 1 { "read" } else { "write" }));
                 let body = SrpcInfo::emit_brw_request(xid, bulkid, rw, size, 1);
                 self.put(peer, 0, Role::Request, Some(r), 50, 11, 0, false, Piece::Bytes(body), ex);
             }
@@ -1582,6 +1583,8 @@ impl Sim {
             if let Some(h) = &msg.hdr {
                 o.insert("src_nid".into(), json!(h.src_nid.to_string()));
                 o.insert("dst_nid".into(), json!(h.dest_nid.to_string()));
+                o.insert("src_pid".into(), json!(h.src_pid));
+                o.insert("dst_pid".into(), json!(h.dest_pid));
                 o.insert("payload_length".into(), json!(h.payload_length));
                 if self.peers[msg.peer].proto >= 2 {
                     o.insert("proto".into(), json!(self.peers[msg.peer].proto));
@@ -1594,6 +1597,7 @@ impl Sim {
                         o.insert("portal".into(), json!(ptl_index));
                         o.insert("portal_name".into(), json!(portal_name(ptl_index)));
                         o.insert("match_bits".into(), json!(hexs(match_bits)));
+                        o.insert("hdr_data".into(), json!("0x0"));
                         o.insert("put_offset".into(), json!(offset));
                     }
                     Some(LnetDetail::Get { match_bits, ptl_index, sink_length, .. }) => {
