@@ -20,3 +20,12 @@ pub const MAX_BULK_MDS: u64 = 256;
 /// and a one-way delay measured on the handshake; that estimate is good to a few hundred µs,
 /// so a slot freed and reused within this much does not count twice.
 pub const STEP_TOLERANCE_NS: i64 = 250_000;
+
+/// A finished RPC is reported this long (capture time) after its reply, so that a request
+/// inferred late (when framing is found again after lost headers) still joins it. Must stay
+/// below REORDER_HORIZON_NS.
+pub const EMIT_DELAY_NS: i64 = 10 * 1_000_000_000;
+
+/// A count of messages in flight must be held this long in all to be its maximum (many
+/// messages in one segment share one timestamp and stack up for an instant).
+pub const SUSTAINED_NS: i64 = 100_000;

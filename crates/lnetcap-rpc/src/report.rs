@@ -133,7 +133,7 @@ pub struct MessagesDirection {
     pub messages: u64,
     /// Of which zero-copy (held until the peer's ZC-ACK).
     pub zero_copy: u64,
-    /// Highest count in flight.
+    /// Highest count in flight held for at least 100 µs in all.
     pub max: i64,
     /// Time-weighted mean.
     pub mean: f64,

@@ -171,16 +171,18 @@ impl StepSeries {
 
     /// Schedules a whole interval [start, end): the tolerance never makes it negative.
     pub fn push_interval(&mut self, start: i64, end: i64) {
-        let end = end.max(start);
+        // At least 1 ns, so that the interval's own increase comes before its decrease.
+        let end = end.max(start + 1);
         let lag = self.tolerance_ns.min((end - start) / 2);
-        self.heap.push(Reverse((start + lag, -1)));
-        self.heap.push(Reverse((end, 1)));
+        self.heap.push(Reverse((start + lag, 1)));
+        self.heap.push(Reverse((end, -1)));
     }
 
     /// Schedules a step of `delta` at time `t` (increases `tolerance_ns` late).
     pub fn push(&mut self, t: i64, delta: i64) {
         let t = if delta > 0 { t + self.tolerance_ns } else { t };
-        self.heap.push(Reverse((t, -delta)));
+        // Ordered by (time, delta): at equal times decreases come first.
+        self.heap.push(Reverse((t, delta)));
     }
 
     fn account(&mut self, from: i64, to: i64) {
@@ -203,12 +205,11 @@ impl StepSeries {
     /// Applies every step at or before `watermark` (steps are sorted by time; at equal times
     /// decreases go first, so a slot freed and reused at one instant does not count twice).
     pub fn advance(&mut self, watermark: i64) {
-        while let Some(Reverse((t, neg))) = self.heap.peek().copied() {
+        while let Some(Reverse((t, delta))) = self.heap.peek().copied() {
             if t > watermark {
                 break;
             }
             self.heap.pop();
-            let delta = -neg;
             if let Some(l) = self.last_t {
                 self.account(l, t);
             }
@@ -260,6 +261,19 @@ impl StepSeries {
         self.intervals.iter().map(|(&i, &(sum, max, cov))| {
             (i * self.interval_ns, IntervalLevel { mean: if cov > 0 { sum / cov as f64 } else { 0.0 }, max })
         })
+    }
+
+    /// The highest level held for at least `min_ns` in all (levels reached only for an
+    /// instant — several messages stamped with one segment's time — do not count).
+    pub fn sustained_max(&self, min_ns: i64) -> i64 {
+        let mut acc = 0;
+        for (&l, &t) in self.time_at.iter().rev() {
+            acc += t;
+            if acc >= min_ns {
+                return l.max(0);
+            }
+        }
+        0
     }
 
     /// Current level.

@@ -9,7 +9,7 @@ use lnetcap_lnet::wire::consts::{KSOCK_NOOP, PING_MATCHBITS};
 use lnetcap_lnet::wire::{conn_type, srpc, KsockHdr, LnetDetail, LnetHdr, Wmd};
 use lnetcap_tcp::{CapturePoint, Connection, Dir};
 
-use crate::limits::{MAX_BULK_MDS, MAX_OPEN_RPCS, REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS};
+use crate::limits::{SUSTAINED_NS, EMIT_DELAY_NS, MAX_BULK_MDS, MAX_OPEN_RPCS, REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS};
 use crate::report::{
     CapturePointReport, ConnReport, InFlightReport, IntervalRow, LatencyReport, MessagesDirection, MessagesInFlight,
     PeerReport, PhaseReport, Phases, RpcRecord,
@@ -74,6 +74,9 @@ struct Open {
     client_owd_ns: i64,
     /// Bulk bytes announced (selftest brw_len, GET sink lengths).
     expected_bytes: u64,
+    /// Finished (reply seen) at this capture time; reported EMIT_DELAY_NS later, so that a
+    /// request inferred late can still join its reply.
+    settled_at: Option<i64>,
 }
 
 #[derive(Default)]
@@ -161,8 +164,15 @@ pub struct Tracker {
     xids: BTreeMap<Key, usize>,
     /// Selftest bulkids of open RPCs.
     bulkids: HashMap<Key, usize>,
-    /// GET return_wmd → RPC (the REPLY carries it as dst_wmd): (GET sender, wmd).
-    gets: HashMap<(Nid, Wmd), usize>,
+    /// GET return_wmd → (RPC, order, sink length) (the REPLY carries it as dst_wmd):
+    /// keyed by (GET sender, wmd).
+    gets: HashMap<(Nid, Wmd), (usize, u64, u32)>,
+    get_seq: u64,
+    /// RPCs waiting to be reported: (ready at, slot, RPC id).
+    settling: std::collections::VecDeque<(i64, usize, u64)>,
+    /// ZC-ACKs whose message was not reported yet (inferred later): (sender, acker,
+    /// cookie) → capture time of the ACK.
+    zc_early: HashMap<(Nid, Nid, u64), i64>,
     /// PUT ack_wmd → RPC (the LNet ACK carries it): (PUT sender, wmd), is the reply.
     acks: HashMap<(Nid, Wmd), (usize, bool)>,
     conns: BTreeMap<u32, ConnTrack>,
@@ -210,6 +220,9 @@ impl Tracker {
             xids: BTreeMap::new(),
             bulkids: HashMap::new(),
             gets: HashMap::new(),
+            get_seq: 0,
+            settling: std::collections::VecDeque::new(),
+            zc_early: HashMap::new(),
             acks: HashMap::new(),
             conns: BTreeMap::new(),
             peers: BTreeMap::new(),
@@ -276,6 +289,7 @@ impl Tracker {
                 self.on_lnet(m, conn, hdr, ksock.as_ref(), app, out);
             }
         }
+        self.emit_settled(out);
         if self.now_ns > self.last_expiry_ns.saturating_add(1_000_000_000) {
             self.last_expiry_ns = self.now_ns;
             self.expire(out);
@@ -296,6 +310,8 @@ impl Tracker {
                 if let Some(p) = self.peers.get_mut(&pk) {
                     p.mif[dir].push(ts + owd, -1);
                 }
+            } else if self.zc_early.len() < MAX_OPEN_RPCS {
+                self.zc_early.insert((sender, acker, c), ts);
             }
         }
     }
@@ -375,6 +391,7 @@ impl Tracker {
             counted_start: false,
             client_owd_ns: 0,
             expected_bytes: 0,
+            settled_at: None,
         };
         let i = match self.free.pop() {
             Some(i) => {
@@ -419,8 +436,15 @@ impl Tracker {
                 }
                 i
             }
+            Some(&i) if self.slots[i].as_ref().is_some_and(|o| o.rec.t_start_ns.is_none()) => {
+                // The reply came first and the request only now (it was inferred in a run
+                // of lost bytes): one RPC.
+                let o = self.slot(i);
+                o.rec.missing.retain(|x| *x != "request");
+                i
+            }
             Some(&i) => {
-                // A new RPC reusing a finished one's id: close the old one first.
+                // A new RPC reusing a finished one's id: report the old one first.
                 self.close(i, out, None);
                 self.new_rpc(kind, key, m, out)
             }
@@ -484,9 +508,15 @@ impl Tracker {
             let p = self.peer(client, server);
             p.mif_msgs[dir] += 1;
             if zc_cookie != 0 {
-                p.mif[dir].push(m.first.ts_ns - owd, 1);
                 p.mif_zc[dir] += 1;
-                self.zc_pending.insert((hdr.src_nid, hdr.dest_nid, zc_cookie), ((client, server), dir, owd));
+                match self.zc_early.remove(&(hdr.src_nid, hdr.dest_nid, zc_cookie)) {
+                    // Acknowledged before the (inferred) message was reported.
+                    Some(ack) => self.peer(client, server).mif[dir].push_interval(m.first.ts_ns - owd, ack + owd),
+                    None => {
+                        self.peer(client, server).mif[dir].push(m.first.ts_ns - owd, 1);
+                        self.zc_pending.insert((hdr.src_nid, hdr.dest_nid, zc_cookie), ((client, server), dir, owd));
+                    }
+                }
             } else {
                 p.mif[dir].push_interval(m.first.ts_ns - owd, m.last.ts_ns - owd);
             }
@@ -711,7 +741,8 @@ impl Tracker {
                     o.rec.portal = Some(0);
                 }
                 self.request(Kind::LnetPing, key, m, owd, out);
-                self.gets.insert((hdr.src_nid, wmd), i);
+                self.get_seq += 1;
+                self.gets.insert((hdr.src_nid, wmd), (i, self.get_seq, sink));
                 Some((client, server))
             }
             52 => {
@@ -719,7 +750,8 @@ impl Tracker {
                 match self.bulkids.get(&(client, server, mb)).copied() {
                     Some(i) => {
                         self.bulk_start(i, m);
-                        self.gets.insert((hdr.src_nid, wmd), i);
+                        self.get_seq += 1;
+                        self.gets.insert((hdr.src_nid, wmd), (i, self.get_seq, sink));
                     }
                     None => self.unmatched("selftest_bulk_without_request"),
                 }
@@ -737,7 +769,8 @@ impl Tracker {
                         let o = self.slot(i);
                         o.bulk_mbits_seen.push(mb);
                         o.expected_bytes += u64::from(sink);
-                        self.gets.insert((hdr.src_nid, wmd), i);
+                        self.get_seq += 1;
+                        self.gets.insert((hdr.src_nid, wmd), (i, self.get_seq, sink));
                     }
                     None => self.unmatched("bulk_without_request"),
                 }
@@ -751,7 +784,16 @@ impl Tracker {
     }
 
     fn on_reply(&mut self, m: &Message, hdr: &LnetHdr, wmd: Wmd, out: &mut Vec<RpcRecord>) -> Option<(Nid, Nid)> {
-        let Some(i) = self.gets.remove(&(hdr.dest_nid, wmd)) else {
+        let found = self.gets.remove(&(hdr.dest_nid, wmd)).or_else(|| {
+            // An inferred REPLY has no handle: it answers the oldest GET of that size still
+            // unanswered (a client answers GETs in the order they arrive).
+            if !m.inferred {
+                return None;
+            }
+            let key = self.gets.iter().filter(|((n, _), (_, _, sink))| *n == hdr.dest_nid && *sink == hdr.payload_length).min_by_key(|(_, (_, seq, _))| *seq).map(|(k, _)| *k)?;
+            self.gets.remove(&key)
+        });
+        let Some((i, _, _)) = found else {
             self.unmatched("reply_without_get");
             return None;
         };
@@ -787,7 +829,7 @@ impl Tracker {
                     o.rec.t_reply_ack_ns = Some(m.last.ts_ns);
                     o.awaiting_reply_ack = false;
                     if o.reply_done {
-                        self.close(i, out, None);
+                        self.settle(i);
                     }
                 }
             }
@@ -864,7 +906,31 @@ impl Tracker {
         o.awaiting_reply_ack = wants_ack;
         o.last_ns = m.last.ts_ns;
         if !wants_ack {
-            self.close(i, out, None);
+            self.settle(i);
+        }
+        let _ = out;
+    }
+
+    /// Marks an RPC finished; it is reported EMIT_DELAY_NS of capture time later.
+    fn settle(&mut self, i: usize) {
+        let now = self.now_ns;
+        let o = self.slot(i);
+        if o.settled_at.is_none() {
+            o.settled_at = Some(now);
+            let id = o.rec.id;
+            self.settling.push_back((now + EMIT_DELAY_NS, i, id));
+        }
+    }
+
+    fn emit_settled(&mut self, out: &mut Vec<RpcRecord>) {
+        while let Some(&(ready, i, id)) = self.settling.front() {
+            if ready > self.now_ns {
+                break;
+            }
+            self.settling.pop_front();
+            if self.slots[i].as_ref().is_some_and(|o| o.rec.id == id) {
+                self.close(i, out, None);
+            }
         }
     }
 
@@ -973,11 +1039,13 @@ impl Tracker {
             .slots
             .iter()
             .enumerate()
-            .filter_map(|(i, o)| o.as_ref().filter(|o| o.last_ns < limit).map(|_| i))
+            .filter_map(|(i, o)| o.as_ref().filter(|o| o.last_ns < limit && o.settled_at.is_none()).map(|_| i))
             .collect();
         for i in stale {
             self.close(i, out, Some("timeout"));
         }
+        let horizon = self.now_ns - REORDER_HORIZON_NS;
+        self.zc_early.retain(|_, t| *t > horizon);
     }
 
     /// End of capture: every open RPC is reported (partial where parts are missing).
@@ -1039,14 +1107,15 @@ impl Tracker {
                     .map(|d| {
                         let s = &p.mif[d];
                         let busy: i64 = s.time_at.iter().filter(|(l, _)| **l >= 1).map(|(_, t)| *t).sum();
-                        let at_max = s.time_at.get(&s.max).copied().unwrap_or(0);
+                        let max = s.sustained_max(SUSTAINED_NS);
+                        let at_max: i64 = if max >= 1 { s.time_at.range(max..).map(|(_, t)| *t).sum() } else { 0 };
                         let (from, to) = if d == 0 { (p.client, p.server) } else { (p.server, p.client) };
                         MessagesDirection {
                             from: from.to_string(),
                             to: to.to_string(),
                             messages: p.mif_msgs[d],
                             zero_copy: p.mif_zc[d],
-                            max: s.max,
+                            max,
                             mean: s.mean(),
                             time_at_max: if busy > 0 { at_max as f64 / busy as f64 } else { 0.0 },
                         }
