@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use lnetcap_lnet::pipeline::FrameAccounting;
-use lnetcap_lnet::LnetEvent;
+use lnetcap_lnet::{FramingEvent, LnetEvent};
 use lnetcap_rpc::{PeerReport, RpcConfig, RpcRecord, Tracker};
 use serde::Serialize;
 
@@ -108,13 +108,23 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
         };
         let run = run_file(path, config(&a.ports, a.no_detect), |pipe, events| {
             for ev in events.drain(..) {
-                if let LnetEvent::Message(m) = ev {
-                    if let Some(conn) = pipe.connection(m.conn) {
-                        span = Some(match span {
-                            Some([s, e]) => [s.min(m.first.ts_ns), e.max(m.last.ts_ns)],
-                            None => [m.first.ts_ns, m.last.ts_ns],
-                        });
-                        tracker.on_message(&m, conn, &mut rpcs);
+                match ev {
+                    LnetEvent::Message(m) => {
+                        if let Some(conn) = pipe.connection(m.conn) {
+                            span = Some(match span {
+                                Some([s, e]) => [s.min(m.first.ts_ns), e.max(m.last.ts_ns)],
+                                None => [m.first.ts_ns, m.last.ts_ns],
+                            });
+                            tracker.on_message(&m, conn, &mut rpcs);
+                        }
+                    }
+                    LnetEvent::Framing { conn, dir, stamp, event } => {
+                        tracker.on_framing(
+                            conn.0,
+                            dir.index(),
+                            stamp.ts_ns,
+                            matches!(event, FramingEvent::Desync { .. }),
+                        );
                     }
                 }
             }

@@ -87,7 +87,11 @@ pub struct RpcRecord {
     pub jobid: Option<String>,
     /// Some part of the RPC was not captured (see `missing`).
     pub partial: bool,
-    /// What is missing: `request`, `request_body`, `bulk`, `reply`, `reply_ack`.
+    /// What is missing: `request` (not captured), `request_body` (header only: no opcode),
+    /// `bulk` (no bulk message), `bulk_header` (some bulk data messages not decoded; bytes
+    /// from the request, the GETs or the LNet ACKs), `bulk_unknown` (the number of bulk
+    /// MDs is unknown and the pair had unclaimed messages meanwhile), `reply`, `reply_ack`,
+    /// `timeout`, `evicted`.
     pub missing: Vec<&'static str>,
     /// Frame of the first message of the RPC seen.
     pub first_frame: u64,

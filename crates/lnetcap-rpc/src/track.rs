@@ -9,7 +9,10 @@ use lnetcap_lnet::wire::consts::{KSOCK_NOOP, PING_MATCHBITS};
 use lnetcap_lnet::wire::{conn_type, srpc, KsockHdr, LnetDetail, LnetHdr, Wmd};
 use lnetcap_tcp::{CapturePoint, Connection, Dir};
 
-use crate::limits::{SUSTAINED_NS, EMIT_DELAY_NS, MAX_BULK_MDS, MAX_OPEN_RPCS, REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS};
+use crate::limits::{
+    EMIT_DELAY_NS, MAX_BULK_MDS, MAX_OPEN_RPCS, REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS,
+    SUSTAINED_NS,
+};
 use crate::report::{
     CapturePointReport, ConnReport, InFlightReport, IntervalRow, LatencyReport, MessagesDirection, MessagesInFlight,
     PeerReport, PhaseReport, Phases, RpcRecord,
@@ -115,6 +118,12 @@ struct PeerState {
     bulk_write: BTreeMap<i64, u64>,
     first_ns: Option<i64>,
     last_ns: Option<i64>,
+    /// Times of messages of the pair that could not be given to an RPC.
+    uncertain: std::collections::BTreeSet<i64>,
+    /// Spans when framing was lost on one of the pair's connections: (start, end; i64::MAX
+    /// while still lost), keyed by (connection, direction) for the open ones.
+    lost_spans: Vec<(i64, i64)>,
+    open_spans: HashMap<(u32, usize), usize>,
 }
 
 impl PeerState {
@@ -145,9 +154,42 @@ impl PeerState {
             bulk_write: BTreeMap::new(),
             first_ns: None,
             last_ns: None,
+            uncertain: std::collections::BTreeSet::new(),
+            lost_spans: Vec::new(),
+            open_spans: HashMap::new(),
         }
     }
 }
+
+/// A bulk message that arrived before its request was known (the request was inferred
+/// later, in a run of lost bytes).
+struct Orphan {
+    client: Nid,
+    server: Nid,
+    mb: u64,
+    first_ns: i64,
+    last_ns: i64,
+    what: Parked,
+}
+
+enum Parked {
+    /// Bulk data (PUT of a read).
+    Data { len: u32, ack_wmd: Wmd, sender: Nid },
+    /// A GET of a write.
+    Get { wmd: Wmd, sink: u32, sender: Nid },
+}
+
+/// Inferred REPLYs of one connection direction and the order of the GET the last decoded
+/// REPLY answered.
+#[derive(Default)]
+struct ReplyRun {
+    last_seq: u64,
+    /// (first byte, last byte, payload length).
+    pending: Vec<(i64, i64, u32)>,
+}
+
+/// Most inferred REPLYs waiting for the end of their run on one connection.
+const MAX_INFERRED_PENDING: usize = 4096;
 
 /// A zero-copy message waiting for its ZC-ACK: (peer pair, direction, sender's one-way
 /// delay from the capture point).
@@ -173,6 +215,14 @@ pub struct Tracker {
     /// ZC-ACKs whose message was not reported yet (inferred later): (sender, acker,
     /// cookie) → capture time of the ACK.
     zc_early: HashMap<(Nid, Nid, u64), i64>,
+    /// Bulk messages waiting for their request.
+    orphans: Vec<Orphan>,
+    /// Inferred REPLYs waiting for the decoded REPLY that ends their run, per (connection,
+    /// direction).
+    reply_runs: HashMap<(u32, usize), ReplyRun>,
+    /// Per client: the largest power of two (≤ 128) dividing every PtlRPC XID it sent, an
+    /// upper bound of PTLRPC_BULK_OPS_COUNT and so of an RPC's MDs.
+    xid_align: HashMap<Nid, u64>,
     /// PUT ack_wmd → RPC (the LNet ACK carries it): (PUT sender, wmd), is the reply.
     acks: HashMap<(Nid, Wmd), (usize, bool)>,
     conns: BTreeMap<u32, ConnTrack>,
@@ -223,6 +273,9 @@ impl Tracker {
             get_seq: 0,
             settling: std::collections::VecDeque::new(),
             zc_early: HashMap::new(),
+            orphans: Vec::new(),
+            xid_align: HashMap::new(),
+            reply_runs: HashMap::new(),
             acks: HashMap::new(),
             conns: BTreeMap::new(),
             peers: BTreeMap::new(),
@@ -237,6 +290,15 @@ impl Tracker {
     fn peer(&mut self, client: Nid, server: Nid) -> &mut PeerState {
         let interval = self.cfg.interval_ns;
         self.peers.entry((client, server)).or_insert_with(|| PeerState::new(client, server, interval))
+    }
+
+    fn note_uncertain(&mut self, a: Nid, b: Nid, ts: i64) {
+        if let Some(pk) = self.peer_of(a, b) {
+            let p = self.peer(pk.0, pk.1);
+            if p.uncertain.len() < MAX_OPEN_RPCS {
+                p.uncertain.insert(ts);
+            }
+        }
     }
 
     fn unmatched(&mut self, why: &'static str) {
@@ -293,6 +355,23 @@ impl Tracker {
         if self.now_ns > self.last_expiry_ns.saturating_add(1_000_000_000) {
             self.last_expiry_ns = self.now_ns;
             self.expire(out);
+        }
+    }
+
+    /// A framing event: while framing is lost on a connection of a pair, messages of its RPCs
+    /// may go unseen.
+    pub fn on_framing(&mut self, conn: u32, dir: usize, ts: i64, lost: bool) {
+        let Some(ct) = self.conns.get(&conn) else { return };
+        let (Some(a), Some(b)) = (ct.nid[0], ct.nid[1]) else { return };
+        let Some((c, s)) = self.peer_of(a, b) else { return };
+        let p = self.peer(c, s);
+        if lost {
+            if !p.open_spans.contains_key(&(conn, dir)) && p.lost_spans.len() < MAX_OPEN_RPCS {
+                p.open_spans.insert((conn, dir), p.lost_spans.len());
+                p.lost_spans.push((ts, i64::MAX));
+            }
+        } else if let Some(i) = p.open_spans.remove(&(conn, dir)) {
+            p.lost_spans[i].1 = ts;
         }
     }
 
@@ -421,7 +500,9 @@ impl Tracker {
     fn ptl_by_bulk(&self, client: Nid, server: Nid, mb: u64) -> Option<usize> {
         let (k, &i) = self.xids.range((client, server, 0)..=(client, server, mb)).next_back()?;
         let o = self.slots[i].as_ref()?;
-        let n = o.n_md.unwrap_or(MAX_BULK_MDS);
+        // Without pb_mbits, an RPC's MDs cannot reach the next XID: XIDs advance by
+        // PTLRPC_BULK_OPS_COUNT (16, 64 or 128), so every XID is a multiple of it.
+        let n = o.n_md.unwrap_or_else(|| self.xid_align.get(&client).copied().unwrap_or(16).min(MAX_BULK_MDS));
         (mb - k.2 < n).then_some(i)
     }
 
@@ -479,6 +560,9 @@ impl Tracker {
     ) {
         let Some(detail) = hdr.detail else {
             self.unmatched("header_partial");
+            // A message of this pair that no RPC can claim: RPCs around it may be missing
+            // parts without knowing it.
+            self.note_uncertain(hdr.src_nid, hdr.dest_nid, m.first.ts_ns);
             return;
         };
         let zc_cookie = ksock.map_or(0, |k| k.zc_req_cookie);
@@ -490,8 +574,8 @@ impl Tracker {
             LnetDetail::Get { match_bits, ptl_index, return_wmd, sink_length, .. } => {
                 self.on_get(m, hdr, match_bits, ptl_index, return_wmd, sink_length, owd, out)
             }
-            LnetDetail::Reply { dst_wmd } => self.on_reply(m, hdr, dst_wmd, out),
-            LnetDetail::Ack { dst_wmd, match_bits, mlength } => self.on_ack(m, hdr, dst_wmd, match_bits, mlength, out),
+            LnetDetail::Reply { dst_wmd } => self.on_reply(m, hdr, dst_wmd, conn.id.0),
+            LnetDetail::Ack { dst_wmd, match_bits, mlength } => self.on_ack(m, hdr, dst_wmd, match_bits, mlength),
             _ => None,
         };
         // Messages in flight: +1 at the first byte; −1 at the ZC-ACK (zero copy) or at the
@@ -602,6 +686,7 @@ impl Tracker {
                     o.bulkid = Some(b);
                     self.bulkids.insert((client, server, b), i);
                 }
+                self.adopt(i);
                 Some((client, server))
             }
             52 => {
@@ -611,9 +696,9 @@ impl Tracker {
                         App::Srpc(s) => s.status.map(|x| x as i32),
                         _ => None,
                     };
-                    self.final_reply(i, m, status, None, false, out);
+                    self.final_reply(i, m, status, None, false);
                 } else if let Some(&i) = self.bulkids.get(&(client, server, mb)) {
-                    self.bulk_data(i, m, hdr.payload_length, mb, true);
+                    self.bulk_data(i, m.first.ts_ns, m.last.ts_ns, hdr.payload_length, mb, true);
                 } else if hdr.payload_length <= 4096 && !matches!(app, App::None) {
                     // A selftest reply whose request was not captured.
                     let i = self.new_rpc(Kind::LstBrw, (client, server, mb), m, out);
@@ -624,9 +709,16 @@ impl Tracker {
                         App::Srpc(s) => s.status.map(|x| x as i32),
                         _ => None,
                     };
-                    self.final_reply(i, m, status, None, false, out);
+                    self.final_reply(i, m, status, None, false);
                 } else {
-                    self.unmatched("selftest_bulk_without_request");
+                    self.park(Orphan {
+                        client,
+                        server,
+                        mb,
+                        first_ns: m.first.ts_ns,
+                        last_ns: m.last.ts_ns,
+                        what: Parked::Data { len: hdr.payload_length, ack_wmd, sender: hdr.src_nid },
+                    });
                 }
                 Some((client, server))
             }
@@ -634,17 +726,27 @@ impl Tracker {
                 let (client, server) = self.roles(hdr, false);
                 match self.ptl_by_bulk(client, server, mb) {
                     Some(i) => {
-                        self.bulk_data(i, m, hdr.payload_length, mb, true);
-                        if !ack_wmd.is_none() {
+                        self.bulk_data(i, m.first.ts_ns, m.last.ts_ns, hdr.payload_length, mb, true);
+                        if !ack_wmd.is_none() && !ack_wmd.is_unknown() {
                             self.acks.insert((hdr.src_nid, ack_wmd), (i, false));
                         }
                     }
-                    None => self.unmatched("bulk_without_request"),
+                    None => self.park(Orphan {
+                        client,
+                        server,
+                        mb,
+                        first_ns: m.first.ts_ns,
+                        last_ns: m.last.ts_ns,
+                        what: Parked::Data { len: hdr.payload_length, ack_wmd, sender: hdr.src_nid },
+                    }),
                 }
                 Some((client, server))
             }
             p if is_request_portal(p) => {
                 let (client, server) = self.roles(hdr, true);
+                let align = if mb == 0 { 128 } else { (1u64 << mb.trailing_zeros().min(7)).min(128) };
+                let a = self.xid_align.entry(client).or_insert(128);
+                *a = (*a).min(align);
                 let i = self.request(Kind::Ptlrpc, (client, server, mb), m, owd, out);
                 let o = self.slot(i);
                 o.rec.portal = Some(p);
@@ -667,6 +769,7 @@ impl Tracker {
                 } else {
                     o.rec.missing.push("request_body");
                 }
+                self.adopt(i);
                 Some((client, server))
             }
             p if is_reply_portal(p) => {
@@ -704,7 +807,7 @@ impl Tracker {
                     if let Some(w) = ack {
                         self.acks.insert((hdr.src_nid, w), (i, true));
                     }
-                    self.final_reply(i, m, status, service, ack.is_some(), out);
+                    self.final_reply(i, m, status, service, ack.is_some());
                 }
                 Some((client, server))
             }
@@ -749,11 +852,18 @@ impl Tracker {
                 let (client, server) = self.roles(hdr, false);
                 match self.bulkids.get(&(client, server, mb)).copied() {
                     Some(i) => {
-                        self.bulk_start(i, m);
+                        self.bulk_start(i, m.first.ts_ns, m.last.ts_ns);
                         self.get_seq += 1;
                         self.gets.insert((hdr.src_nid, wmd), (i, self.get_seq, sink));
                     }
-                    None => self.unmatched("selftest_bulk_without_request"),
+                    None => self.park(Orphan {
+                        client,
+                        server,
+                        mb,
+                        first_ns: m.first.ts_ns,
+                        last_ns: m.last.ts_ns,
+                        what: Parked::Get { wmd, sink, sender: hdr.src_nid },
+                    }),
                 }
                 if let Some(&i) = self.bulkids.get(&(client, server, mb)) {
                     let o = self.slot(i);
@@ -765,14 +875,21 @@ impl Tracker {
                 let (client, server) = self.roles(hdr, false);
                 match self.ptl_by_bulk(client, server, mb) {
                     Some(i) => {
-                        self.bulk_start(i, m);
+                        self.bulk_start(i, m.first.ts_ns, m.last.ts_ns);
                         let o = self.slot(i);
                         o.bulk_mbits_seen.push(mb);
                         o.expected_bytes += u64::from(sink);
                         self.get_seq += 1;
                         self.gets.insert((hdr.src_nid, wmd), (i, self.get_seq, sink));
                     }
-                    None => self.unmatched("bulk_without_request"),
+                    None => self.park(Orphan {
+                        client,
+                        server,
+                        mb,
+                        first_ns: m.first.ts_ns,
+                        last_ns: m.last.ts_ns,
+                        what: Parked::Get { wmd, sink, sender: hdr.src_nid },
+                    }),
                 }
                 Some((client, server))
             }
@@ -783,18 +900,57 @@ impl Tracker {
         }
     }
 
-    fn on_reply(&mut self, m: &Message, hdr: &LnetHdr, wmd: Wmd, out: &mut Vec<RpcRecord>) -> Option<(Nid, Nid)> {
-        let found = self.gets.remove(&(hdr.dest_nid, wmd)).or_else(|| {
-            // An inferred REPLY has no handle: it answers the oldest GET of that size still
-            // unanswered (a client answers GETs in the order they arrive).
-            if !m.inferred {
-                return None;
+    fn on_reply(&mut self, m: &Message, hdr: &LnetHdr, wmd: Wmd, conn: u32) -> Option<(Nid, Nid)> {
+        let run_key = (conn, m.dir.index());
+        if m.inferred {
+            // An inferred REPLY carries no handle. The run it belongs to ends at the next
+            // decoded REPLY on this connection: the run answers exactly the GETs between the
+            // one the REPLY before it answered and the one the REPLY after it answers (a
+            // client answers GETs in order). Wait for that REPLY.
+            let run = self.reply_runs.entry(run_key).or_default();
+            if run.pending.len() < MAX_INFERRED_PENDING {
+                run.pending.push((m.first.ts_ns, m.last.ts_ns, hdr.payload_length));
+            } else {
+                self.unmatched("reply_without_get");
             }
-            let key = self.gets.iter().filter(|((n, _), (_, _, sink))| *n == hdr.dest_nid && *sink == hdr.payload_length).min_by_key(|(_, (_, seq, _))| *seq).map(|(k, _)| *k)?;
-            self.gets.remove(&key)
-        });
+            return self.peer_of(hdr.src_nid, hdr.dest_nid);
+        }
+        let found = self.gets.remove(&(hdr.dest_nid, wmd));
+        let next_seq = found.map_or(u64::MAX, |(_, seq, _)| seq);
+        let run = self.reply_runs.entry(run_key).or_default();
+        let pending = std::mem::take(&mut run.pending);
+        let prev_seq = run.last_seq;
+        if found.is_some() {
+            run.last_seq = next_seq;
+        }
+        if !pending.is_empty() {
+            let slots = &self.slots;
+            let mut between: Vec<((Nid, Wmd), u64, u32)> = self
+                .gets
+                .iter()
+                .filter(|((n, _), (i, seq, _))| {
+                    *n == hdr.dest_nid
+                        && *seq > prev_seq
+                        && *seq < next_seq
+                        && slots[*i].as_ref().is_some_and(|o| o.client == hdr.src_nid)
+                })
+                .map(|(k, (_, seq, sink))| (*k, *seq, *sink))
+                .collect();
+            between.sort_by_key(|x| x.1);
+            let fits = between.len() == pending.len() && between.iter().zip(&pending).all(|(g, p)| g.2 == p.2);
+            for (k, (first, last, len)) in pending.into_iter().enumerate() {
+                match fits.then(|| self.gets.remove(&between[k].0)).flatten() {
+                    Some((i, _, _)) => self.bulk_data(i, first, last, len, u64::MAX, false),
+                    None => {
+                        self.unmatched("reply_without_get");
+                        self.note_uncertain(hdr.src_nid, hdr.dest_nid, first);
+                    }
+                }
+            }
+        }
         let Some((i, _, _)) = found else {
             self.unmatched("reply_without_get");
+            self.note_uncertain(hdr.src_nid, hdr.dest_nid, m.first.ts_ns);
             return None;
         };
         self.slots[i].as_ref()?;
@@ -803,23 +959,15 @@ impl Tracker {
             (o.kind, o.client, o.server)
         };
         if kind == Kind::LnetPing {
-            self.final_reply(i, m, None, None, false, out);
+            self.final_reply(i, m, None, None, false);
         } else {
             // Write bulk data from the client.
-            self.bulk_data(i, m, hdr.payload_length, u64::MAX, false);
+            self.bulk_data(i, m.first.ts_ns, m.last.ts_ns, hdr.payload_length, u64::MAX, false);
         }
         Some((client, server))
     }
 
-    fn on_ack(
-        &mut self,
-        m: &Message,
-        hdr: &LnetHdr,
-        wmd: Wmd,
-        mb: u64,
-        mlength: u32,
-        out: &mut Vec<RpcRecord>,
-    ) -> Option<(Nid, Nid)> {
+    fn on_ack(&mut self, m: &Message, hdr: &LnetHdr, wmd: Wmd, mb: u64, mlength: u32) -> Option<(Nid, Nid)> {
         let found = self.acks.remove(&(hdr.dest_nid, wmd));
         let (client, server) = (hdr.src_nid, hdr.dest_nid);
         match found {
@@ -849,38 +997,46 @@ impl Tracker {
                         o.rec.missing.push("bulk_header");
                         o.last_ns = m.last.ts_ns;
                     }
-                    _ => self.unmatched("ack_without_put"),
+                    // The ACK of a PUT that was inferred (its handle is not known).
+                    Some(i) => self.slot(i).last_ns = m.last.ts_ns,
+                    None => self.unmatched("ack_without_put"),
                 }
             }
         }
         Some((client, server))
     }
 
-    fn bulk_start(&mut self, i: usize, m: &Message) {
+    fn bulk_start(&mut self, i: usize, first_ns: i64, last_ns: i64) {
         let o = self.slot(i);
-        o.rec.t_bulk_start_ns = Some(o.rec.t_bulk_start_ns.map_or(m.first.ts_ns, |t| t.min(m.first.ts_ns)));
-        o.last_ns = m.last.ts_ns;
+        o.rec.t_bulk_start_ns = Some(o.rec.t_bulk_start_ns.map_or(first_ns, |t| t.min(first_ns)));
+        o.last_ns = o.last_ns.max(last_ns);
     }
 
-    fn bulk_data(&mut self, i: usize, m: &Message, len: u32, mb: u64, is_read: bool) {
+    fn bulk_data(&mut self, i: usize, first_ns: i64, last_ns: i64, len: u32, mb: u64, is_read: bool) {
         let interval = self.cfg.interval_ns;
         let o = self.slot(i);
-        o.rec.bytes += u64::from(len);
         o.rec.bulk_messages += 1;
-        if mb != u64::MAX {
-            o.bulk_mbits_seen.push(mb);
+        if mb != u64::MAX && o.bulk_mbits_seen.contains(&mb) {
+            // Its LNet ACK came first (this message was inferred later) and already counted
+            // the bytes; now its times are known too.
+            o.rec.missing.retain(|x| *x != "bulk_header");
+        } else {
+            o.rec.bytes += u64::from(len);
+            if mb != u64::MAX {
+                o.bulk_mbits_seen.push(mb);
+            }
         }
         if is_read {
-            o.rec.t_bulk_start_ns = Some(o.rec.t_bulk_start_ns.map_or(m.first.ts_ns, |t| t.min(m.first.ts_ns)));
+            o.rec.t_bulk_start_ns = Some(o.rec.t_bulk_start_ns.map_or(first_ns, |t| t.min(first_ns)));
         }
-        o.rec.t_bulk_end_ns = Some(o.rec.t_bulk_end_ns.map_or(m.last.ts_ns, |t| t.max(m.last.ts_ns)));
-        o.last_ns = m.last.ts_ns;
+        o.rec.t_bulk_end_ns = Some(o.rec.t_bulk_end_ns.map_or(last_ns, |t| t.max(last_ns)));
+        o.last_ns = o.last_ns.max(last_ns);
         if o.rec.op.is_none() {
             o.rec.op = Some(if is_read { "read" } else { "write" });
         }
         let pk = (o.client, o.server);
         let p = self.peer(pk.0, pk.1);
-        let idx = m.last.ts_ns.div_euclid(interval);
+        let idx = last_ns.div_euclid(interval);
         if is_read {
             *p.bulk_read.entry(idx).or_default() += u64::from(len);
         } else {
@@ -888,15 +1044,7 @@ impl Tracker {
         }
     }
 
-    fn final_reply(
-        &mut self,
-        i: usize,
-        m: &Message,
-        status: Option<i32>,
-        service: Option<u32>,
-        wants_ack: bool,
-        out: &mut Vec<RpcRecord>,
-    ) {
+    fn final_reply(&mut self, i: usize, m: &Message, status: Option<i32>, service: Option<u32>, wants_ack: bool) {
         let o = self.slot(i);
         o.rec.t_reply_ns = Some(m.first.ts_ns);
         o.rec.t_end_ns = Some(m.last.ts_ns);
@@ -908,7 +1056,51 @@ impl Tracker {
         if !wants_ack {
             self.settle(i);
         }
-        let _ = out;
+    }
+
+    fn park(&mut self, o: Orphan) {
+        if self.orphans.len() >= MAX_OPEN_RPCS {
+            self.unmatched("bulk_without_request");
+            return;
+        }
+        self.orphans.push(o);
+    }
+
+    /// Gives an RPC the bulk messages that arrived before its request.
+    fn adopt(&mut self, i: usize) {
+        if self.orphans.is_empty() {
+            return;
+        }
+        let o = self.slot(i);
+        let (client, server, xid, bulkid, n_md, kind) = (o.client, o.server, o.key.2, o.bulkid, o.n_md, o.kind);
+        let mine = |x: &Orphan| {
+            x.client == client
+                && x.server == server
+                && match kind {
+                    Kind::Ptlrpc => x.mb >= xid && x.mb - xid < n_md.unwrap_or(MAX_BULK_MDS),
+                    _ => Some(x.mb) == bulkid,
+                }
+        };
+        let (take, keep): (Vec<Orphan>, Vec<Orphan>) = std::mem::take(&mut self.orphans).into_iter().partition(mine);
+        self.orphans = keep;
+        for x in take {
+            match x.what {
+                Parked::Data { len, ack_wmd, sender } => {
+                    self.bulk_data(i, x.first_ns, x.last_ns, len, x.mb, true);
+                    if !ack_wmd.is_none() && !ack_wmd.is_unknown() {
+                        self.acks.insert((sender, ack_wmd), (i, false));
+                    }
+                }
+                Parked::Get { wmd, sink, sender } => {
+                    self.bulk_start(i, x.first_ns, x.last_ns);
+                    let o = self.slot(i);
+                    o.bulk_mbits_seen.push(x.mb);
+                    o.expected_bytes += u64::from(sink);
+                    self.get_seq += 1;
+                    self.gets.insert((sender, wmd), (i, self.get_seq, sink));
+                }
+            }
+        }
     }
 
     /// Marks an RPC finished; it is reported EMIT_DELAY_NS of capture time later.
@@ -955,9 +1147,11 @@ impl Tracker {
         }
         let expects_bulk =
             matches!(o.kind, Kind::LstBrw) && r.opc_name.as_deref() != Some("BRW") || matches!(r.opc, Some(3 | 4));
-        if expects_bulk && r.bulk_messages == 0 {
+        // Bulk data messages expected: one per MD (pb_mbits), one for a selftest BRW.
+        let expected_msgs = if o.kind == Kind::Ptlrpc { o.n_md.unwrap_or(1) } else { 1 };
+        if expects_bulk && u64::from(r.bulk_messages) < expected_msgs {
             if o.expected_bytes > 0 && o.reply_done && r.status.unwrap_or(0) == 0 {
-                // The data messages' headers were not captured, but the request (or the
+                // Some data messages' headers were not captured, but the request (or the
                 // GETs) announced the size and the RPC succeeded.
                 r.bytes = r.bytes.max(o.expected_bytes);
                 if !r.missing.contains(&"bulk_header") {
@@ -965,12 +1159,28 @@ impl Tracker {
                 }
             } else if r.bytes == 0 {
                 r.missing.push("bulk");
+            } else if !r.missing.contains(&"bulk_header") {
+                r.missing.push("bulk_header");
+            }
+        }
+        if expects_bulk && o.kind == Kind::Ptlrpc && o.n_md.is_none() {
+            // The number of bulk MDs is unknown (pb_mbits not captured): if the pair had
+            // messages no RPC could claim while this one ran, some may have been its bulk.
+            if let (Some(a), Some(b)) = (r.t_start_ns, r.t_end_ns) {
+                let unsure = self.peers.get(&(o.client, o.server)).is_some_and(|p| {
+                    p.uncertain.range(a..=b).next().is_some() || p.lost_spans.iter().any(|&(s, e)| s <= b && e >= a)
+                });
+                if unsure && !r.missing.contains(&"bulk_header") {
+                    r.missing.push("bulk_unknown");
+                }
             }
         }
         if let Some(w) = why {
             r.missing.push(w);
         }
-        r.partial = r.missing.iter().any(|m| *m != "request_body");
+        // `request_body` and `bulk_unknown` say what could not be seen, not that a part of the
+        // RPC is known to be missing.
+        r.partial = r.missing.iter().any(|m| !matches!(*m, "request_body" | "bulk_unknown"));
         r.latency_us = us(r.t_start_ns, r.t_end_ns);
         r.client_latency_us = r.latency_us.map(|l| l + 2.0 * o.client_owd_ns as f64 / 1000.0);
         let bulk_anchor = if r.t_bulk_end_ns.is_some() { r.t_bulk_end_ns } else { r.t_req_end_ns };
@@ -1046,10 +1256,29 @@ impl Tracker {
         }
         let horizon = self.now_ns - REORDER_HORIZON_NS;
         self.zc_early.retain(|_, t| *t > horizon);
+        for p in self.peers.values_mut() {
+            p.uncertain = p.uncertain.split_off(&horizon);
+        }
+        let before = self.orphans.len();
+        self.orphans.retain(|o| o.last_ns > horizon);
+        let dropped = (before - self.orphans.len()) as u64;
+        if dropped > 0 {
+            *self.unmatched.entry("bulk_without_request").or_default() += dropped;
+        }
     }
 
     /// End of capture: every open RPC is reported (partial where parts are missing).
     pub fn finish(&mut self, out: &mut Vec<RpcRecord>) {
+        let left: usize = self.reply_runs.values().map(|r| r.pending.len()).sum();
+        if left > 0 {
+            *self.unmatched.entry("reply_without_get").or_default() += left as u64;
+            self.reply_runs.clear();
+        }
+        let n = self.orphans.len() as u64;
+        if n > 0 {
+            *self.unmatched.entry("bulk_without_request").or_default() += n;
+            self.orphans.clear();
+        }
         let mut open: Vec<(u64, usize)> =
             self.slots.iter().enumerate().filter_map(|(i, o)| o.as_ref().map(|o| (o.rec.id, i))).collect();
         open.sort_unstable();

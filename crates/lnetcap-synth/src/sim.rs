@@ -1651,7 +1651,7 @@ impl Sim {
                 RpcKind::OstRead => ("ptlrpc", "OST_READ"),
                 RpcKind::OstWrite => ("ptlrpc", "OST_WRITE"),
                 RpcKind::Meta { opc, .. } => ("ptlrpc", opc_name(opc).unwrap_or("?")),
-                RpcKind::Ping => ("lnet_ping", "PING"),
+                RpcKind::Ping => ("lnet_ping", "LNET_PING"),
             };
             let complete = [&req, &reply].iter().all(|v| v.iter().all(|&m| msg_times[m].is_some()) && !v.is_empty())
                 && bulk_first.iter().all(|&m| msg_times[m].is_some());
