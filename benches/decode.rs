@@ -4,6 +4,9 @@
 //! - `header_only`: ≥ 1 M packets at snaplen 256 (the capture admins are told to take).
 //! - `full_payload`: MTU-9000 frames with every payload byte captured.
 //!
+//! `packets/*` is the decode pipeline alone, `analyze_packets/*` adds RPC reconstruction
+//! and the in-flight statistics (the RPC layer should cost less than a third of decode).
+//!
 //! Run: `cargo bench --bench decode`. benches/compare.sh compares the CLI against tshark
 //! and tcptrace on the same files.
 
@@ -12,6 +15,8 @@ use std::sync::Arc;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use lnetcap_capture::CaptureReader;
 use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
+use lnetcap_lnet::LnetEvent;
+use lnetcap_rpc::{RpcConfig, Tracker};
 use lnetcap_synth::{generate, scenario, Workload};
 
 fn capture(header_only: bool) -> (Arc<Vec<u8>>, u64) {
@@ -42,6 +47,35 @@ fn decode_all(bytes: &Arc<Vec<u8>>) -> usize {
     n + ev.len()
 }
 
+/// Decode plus RPC reconstruction (what `lnetcap analyze` does per packet).
+fn analyze_all(bytes: &Arc<Vec<u8>>) -> usize {
+    let mut r = CaptureReader::from_shared("bench", Arc::clone(bytes)).expect("capture");
+    let mut p = Pipeline::new(DecodeConfig::default());
+    let mut t = Tracker::new(RpcConfig::default());
+    let mut ev = Vec::new();
+    let mut rpcs = Vec::new();
+    let mut n = 0;
+    let mut feed = |p: &Pipeline, ev: &mut Vec<LnetEvent>, rpcs: &mut Vec<_>, t: &mut Tracker| {
+        for e in ev.drain(..) {
+            if let LnetEvent::Message(m) = e {
+                if let Some(c) = p.connection(m.conn) {
+                    t.on_message(&m, c, rpcs);
+                }
+            }
+        }
+        n += rpcs.len();
+        rpcs.clear();
+    };
+    while let Some(pkt) = r.next_packet().expect("packet") {
+        p.push(&pkt, &mut ev);
+        feed(&p, &mut ev, &mut rpcs, &mut t);
+    }
+    p.finish(&mut ev);
+    feed(&p, &mut ev, &mut rpcs, &mut t);
+    t.finish(&mut rpcs);
+    n + rpcs.len() + t.reports().len()
+}
+
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("decode");
     g.sample_size(10);
@@ -54,6 +88,8 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("packets", name), &bytes, |b, bytes| b.iter(|| decode_all(bytes)));
         g.throughput(Throughput::Bytes(bytes.len() as u64));
         g.bench_with_input(BenchmarkId::new("bytes", name), &bytes, |b, bytes| b.iter(|| decode_all(bytes)));
+        g.throughput(Throughput::Elements(packets));
+        g.bench_with_input(BenchmarkId::new("analyze_packets", name), &bytes, |b, bytes| b.iter(|| analyze_all(bytes)));
     }
     g.finish();
 }

@@ -215,6 +215,10 @@ fn print_summary(out: &mut impl Write, r: &Report) -> Result<()> {
             )?;
             let ops: Vec<String> = p.rpcs_by_opcode.iter().map(|(k, v)| format!("{k} {v}")).collect();
             writeln!(out, "  RPCs         {} complete, {} partial: {}", p.rpcs, p.rpcs_partial, ops.join(", "))?;
+            if !p.missing.is_empty() {
+                let m: Vec<String> = p.missing.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                writeln!(out, "               not captured: {} (see --rpcs `missing`)", m.join(", "))?;
+            }
             let win = p.steady_window_ns.map_or("-".into(), |[a, b]| format!("{:.2} s window", (b - a) as f64 / 1e9));
             writeln!(
                 out,

@@ -241,6 +241,8 @@ pub struct PeerReport {
     pub rpcs: u64,
     /// RPCs with some part not captured.
     pub rpcs_partial: u64,
+    /// RPCs by what was not seen of them (see the RPC lines' `missing`).
+    pub missing: BTreeMap<&'static str, u64>,
     /// RPCs by opcode name (complete and partial).
     pub rpcs_by_opcode: BTreeMap<String, u64>,
     /// Bulk bytes read (server → client).

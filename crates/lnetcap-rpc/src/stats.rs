@@ -117,6 +117,9 @@ impl Log2Hist {
     }
 }
 
+/// Shortest time a level must be held to be an interval's maximum.
+const MIN_LEVEL_SPAN_NS: i64 = 10_000;
+
 /// Per-interval summary of a step function.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct IntervalLevel {
@@ -196,7 +199,11 @@ impl StepSeries {
             let end = ((idx + 1) * self.interval_ns).min(to);
             let e = self.intervals.entry(idx).or_insert((0.0, 0, 0));
             e.0 += self.level as f64 * (end - a) as f64;
-            e.1 = e.1.max(self.level);
+            // A level reached for an instant (messages sharing one timestamp) is not a
+            // maximum of the interval.
+            if end - a >= MIN_LEVEL_SPAN_NS {
+                e.1 = e.1.max(self.level);
+            }
             e.2 += end - a;
             a = end;
         }
@@ -217,9 +224,6 @@ impl StepSeries {
             self.level += delta;
             if delta > 0 {
                 self.at_increase.tally(self.level.max(0) as u64);
-                let idx = t.div_euclid(self.interval_ns);
-                let e = self.intervals.entry(idx).or_insert((0.0, 0, 0));
-                e.1 = e.1.max(self.level);
             }
             self.max = self.max.max(self.level);
         }

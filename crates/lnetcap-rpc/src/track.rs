@@ -103,6 +103,7 @@ struct PeerState {
     mif_zc: [u64; 2],
     rpcs: u64,
     partial: u64,
+    missing: BTreeMap<&'static str, u64>,
     by_opc: BTreeMap<String, u64>,
     bytes_read: u64,
     bytes_written: u64,
@@ -141,6 +142,7 @@ impl PeerState {
             mif_zc: [0; 2],
             rpcs: 0,
             partial: 0,
+            missing: BTreeMap::new(),
             by_opc: BTreeMap::new(),
             bytes_read: 0,
             bytes_written: 0,
@@ -1217,6 +1219,9 @@ impl Tracker {
             }
             c.2 += 1;
         }
+        for m in &rec.missing {
+            *p.missing.entry(m).or_default() += 1;
+        }
         if rec.partial {
             p.partial += 1;
         } else {
@@ -1383,6 +1388,7 @@ impl Tracker {
                     capture_point,
                     rpcs: p.rpcs,
                     rpcs_partial: p.partial,
+                    missing: p.missing.clone(),
                     rpcs_by_opcode: p.by_opc.clone(),
                     bytes_read: p.bytes_read,
                     bytes_written: p.bytes_written,
