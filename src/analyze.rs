@@ -8,7 +8,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 use lnetcap_lnet::pipeline::FrameAccounting;
 use lnetcap_lnet::{FramingEvent, LnetEvent};
+use lnetcap_model::{advise, evaluate, Advice, Bound, ModelInput};
+use lnetcap_rpc::tcp::{bulk_directions, rtt_report, tcp_report, ConnPerfRef, RttReport, TcpPeerReport};
 use lnetcap_rpc::{PeerReport, RpcConfig, RpcRecord, Tracker};
+use lnetcap_tcp::ConnId;
 use serde::Serialize;
 
 use crate::decode::config;
@@ -38,9 +41,34 @@ pub(crate) struct AnalyzeArgs {
     /// Time-series interval in milliseconds.
     #[arg(long, default_value_t = 100)]
     pub interval_ms: u64,
+    /// Link rate for the model, e.g. `10Gbit`, `25G`, `1250MB/s` (default: not known; the
+    /// best sustained rate seen is reported beside it).
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    pub link_rate: Option<f64>,
     /// Do not print the terminal summary.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// Parses a link rate into bytes per second: `10Gbit`, `10G` and `10Gb` are bits;
+/// `1250MB/s`, `1.25GB/s` are bytes.
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim().to_ascii_lowercase().replace("/s", "").replace("ps", "");
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().map_err(|_| format!("{s:?}: expected a number with a unit, like 10Gbit or 1250MB/s"))?;
+    let (mult, bytes) = match unit.trim() {
+        "" | "bit" | "b" => (1.0, false),
+        "k" | "kbit" | "kb" => (1e3, false),
+        "m" | "mbit" | "mb" if !unit.contains('B') => (1e6, false),
+        "g" | "gbit" | "gb" => (1e9, false),
+        "t" | "tbit" | "tb" => (1e12, false),
+        _ => return Err(format!("{s:?}: unknown unit (use bit, Kbit, Mbit, Gbit, Tbit, or KB/s, MB/s, GB/s)")),
+    };
+    // Upper-case B means bytes.
+    let is_bytes = s.contains("B") && !s.to_ascii_lowercase().contains("bit");
+    let _ = bytes;
+    Ok(if is_bytes { v * mult } else { v * mult / 8.0 })
 }
 
 /// One analysed capture.
@@ -65,6 +93,38 @@ pub(crate) struct PeerEntry {
     pub file: String,
     #[serde(flatten)]
     pub peer: PeerReport,
+    /// RTT from TCP (µs).
+    pub rtt_us: RttReport,
+    /// TCP behaviour.
+    pub tcp: TcpPeerReport,
+    /// The throughput model.
+    pub model: ModelReport,
+    /// The smallest bound: `rpc_window`, `lnet_credits`, `tcp_congestion`,
+    /// `receive_window`, `server`, `link`.
+    pub binding_limit: &'static str,
+    /// What to change.
+    pub advice: Vec<Advice>,
+}
+
+/// The model's numbers for a peer.
+#[derive(Debug, Serialize)]
+pub(crate) struct ModelReport {
+    /// T_rpc = RIF × BS / (2 × RTT), bytes/s.
+    pub t_rpc_bytes_per_s: f64,
+    /// The smallest bound, bytes/s.
+    pub t_model_bytes_per_s: f64,
+    /// RPCs in flight needed to fill the link (`--link-rate`), or to reach the next bound.
+    pub needed_rif: Option<u64>,
+    /// Observed / T_model.
+    pub efficiency: f64,
+    /// Every bound, ascending: limit and bytes/s.
+    pub bounds: Vec<Bound>,
+    /// The inputs.
+    pub inputs: ModelInput,
+    /// Best rate seen over a 1 s window (bytes/s): the link carries at least this.
+    pub best_sustained_bytes_per_s: f64,
+    /// Where the link rate comes from: `--link-rate` or `not given`.
+    pub link_source: &'static str,
 }
 
 /// The JSON report.
@@ -147,8 +207,10 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
             span_ns: span,
             unmatched_messages: tracker.unmatched.clone(),
         });
-        for peer in tracker.reports() {
-            report.peers.push(PeerEntry { file: name.clone(), peer });
+        let reports = tracker.reports();
+        for peer in &reports {
+            let entry = model_peer(&run.pipe, peer.clone(), &reports, a.link_rate, &name);
+            report.peers.push(entry);
         }
     }
     if let Some(mut w) = rpc_out {
@@ -169,6 +231,82 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
     Ok(code)
 }
 
+/// TCP behaviour and the throughput model for one peer pair.
+fn model_peer(
+    pipe: &lnetcap_lnet::pipeline::Pipeline,
+    peer: PeerReport,
+    all: &[PeerReport],
+    link_rate: Option<f64>,
+    file: &str,
+) -> PeerEntry {
+    let conns: Vec<ConnPerfRef<'_>> = peer
+        .connections
+        .iter()
+        .filter_map(|c| {
+            pipe.tcp_perf(ConnId(c.id)).map(|dirs| ConnPerfRef { dirs, active_is_client: c.active_is_client })
+        })
+        .collect();
+    let rtt = rtt_report(&conns);
+    let rtt_us = rtt.p50.or(peer.handshake_rtt_us).unwrap_or(0.0);
+    let reads = peer.bytes_read >= peer.bytes_written;
+    let bulk = bulk_directions(&conns, reads);
+    let mut tcp = tcp_report(&conns, &bulk, peer.steady_window_ns, (rtt_us * 1000.0) as i64);
+    let rpcs = peer.rpcs + peer.rpcs_partial;
+    let bs = if rpcs > 0 { (peer.bytes_read + peer.bytes_written) as f64 / rpcs as f64 } else { 0.0 };
+    // The best sustained rate: the largest 1 s mean of the per-interval bulk rate.
+    let rates: Vec<f64> = peer.timeseries.iter().map(|r| r.read_bytes_per_s + r.write_bytes_per_s).collect();
+    let span = if peer.timeseries.len() >= 2 {
+        ((1e9 / (peer.timeseries[1].t_ns - peer.timeseries[0].t_ns).max(1) as f64).round() as usize).max(1)
+    } else {
+        1
+    };
+    let best =
+        rates.windows(span.min(rates.len()).max(1)).map(|w| w.iter().sum::<f64>() / w.len() as f64).fold(0.0, f64::max);
+    let peers_of_server = all.iter().filter(|p| p.server_nid == peer.server_nid).count() as u64;
+    let bulk_msg = bs.min(1_048_576.0);
+    let inp = ModelInput {
+        observed: peer.throughput_bytes_per_s,
+        rtt_s: rtt_us / 1e6,
+        bs_bytes: bs,
+        rif: peer.rpcs_in_flight.steady_mean,
+        credits: peer.messages_in_flight.inferred_peer_credits.map(|c| (c as f64, bulk_msg)),
+        cwnd_bytes: (tcp.cwnd_estimate_p50 > 0).then_some(tcp.cwnd_estimate_p50 as f64),
+        rwnd_bytes: if tcp.rwnd_scale_unknown { None } else { tcp.rwnd_p50.map(|x| x as f64) },
+        server: None,
+        link: link_rate.map(|l| (l, true)),
+    };
+    let out = evaluate(&inp);
+    tcp.efficiency_loss = out.tcp_efficiency_loss;
+    let selftest = peer.rpcs_by_opcode.keys().any(|k| k.starts_with("BRW"));
+    let advice = advise(
+        &inp,
+        &out,
+        selftest,
+        !reads,
+        f64::from(peer.rpcs_in_flight.max as u32),
+        peers_of_server,
+        tcp.retransmitted_share,
+    );
+    PeerEntry {
+        file: file.to_string(),
+        rtt_us: rtt,
+        tcp,
+        binding_limit: out.binding_limit.as_str(),
+        model: ModelReport {
+            t_rpc_bytes_per_s: out.t_rpc_bytes_per_s,
+            t_model_bytes_per_s: out.t_model_bytes_per_s,
+            needed_rif: out.needed_rif,
+            efficiency: out.efficiency,
+            bounds: out.bounds,
+            inputs: inp,
+            best_sustained_bytes_per_s: best,
+            link_source: if link_rate.is_some() { "--link-rate" } else { "not given" },
+        },
+        advice,
+        peer,
+    }
+}
+
 fn ms(us: Option<f64>) -> String {
     us.map_or("-".into(), |v| if v >= 1000.0 { format!("{:.1} ms", v / 1000.0) } else { format!("{v:.0} µs") })
 }
@@ -183,6 +321,62 @@ fn bytes(b: f64) -> String {
     } else {
         format!("{b:.0} B")
     }
+}
+
+fn print_model(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
+    let m = &e.model;
+    let r = &e.rtt_us;
+    writeln!(out, "  observed vs model")?;
+    writeln!(
+        out,
+        "    RTT          {} (min {}; capture point near the {}: client loop {}, server loop {})",
+        ms(r.p50),
+        ms(r.min),
+        r.capture_side.unwrap_or("?"),
+        ms(r.client_loop_us),
+        ms(r.server_loop_us)
+    )?;
+    let t = &e.tcp;
+    writeln!(
+        out,
+        "    TCP          {} retransmits ({} fast, {} timeout, {} spurious; {:.2} % of bulk bytes), bytes in flight max {}, cwnd estimate {} (max {}), receive window {}",
+        t.retransmits,
+        t.retransmits_fast,
+        t.retransmits_timeout,
+        t.retransmits_spurious,
+        t.retransmitted_share * 100.0,
+        bytes(t.bytes_in_flight_max as f64),
+        bytes(t.cwnd_estimate_p50 as f64),
+        bytes(t.cwnd_estimate_max as f64),
+        t.rwnd_p50.map_or("unknown (no SYN)".into(), |w| bytes(w as f64))
+    )?;
+    writeln!(
+        out,
+        "    T_rpc        RIF {:.1} × {} / (2 × {}) = {}/s",
+        m.inputs.rif,
+        bytes(m.inputs.bs_bytes),
+        ms(r.p50),
+        bytes(m.t_rpc_bytes_per_s)
+    )?;
+    let b: Vec<String> = m.bounds.iter().map(|b| format!("{} {}/s", b.limit.as_str(), bytes(b.bytes_per_s))).collect();
+    writeln!(out, "    bounds       {}", b.join(" < "))?;
+    writeln!(
+        out,
+        "    observed     {}/s = {:.0} % of the model; binding limit: {}{}",
+        bytes(m.inputs.observed),
+        m.efficiency * 100.0,
+        e.binding_limit,
+        if m.link_source == "not given" {
+            format!(" (link not given; best 1 s rate seen {}/s)", bytes(m.best_sustained_bytes_per_s))
+        } else {
+            String::new()
+        }
+    )?;
+    for a in &e.advice {
+        writeln!(out, "    advice       {} = {}: {}", a.setting, a.value, a.reason)?;
+        writeln!(out, "                 $ {}", a.command)?;
+    }
+    Ok(())
 }
 
 fn print_summary(out: &mut impl Write, r: &Report) -> Result<()> {
@@ -253,6 +447,7 @@ fn print_summary(out: &mut impl Write, r: &Report) -> Result<()> {
             }
             let h: Vec<String> = p.rpcs_in_flight.histogram.0.iter().map(|(k, v)| format!("{k}:{v}")).collect();
             writeln!(out, "  rpc_stats    rpcs in flight {}", h.join(" "))?;
+            print_model(out, e)?;
             let h: Vec<String> = p.pages_per_rpc.0.iter().map(|(k, v)| format!("{k}:{v}")).collect();
             if !h.is_empty() {
                 writeln!(out, "               pages per rpc  {}", h.join(" "))?;

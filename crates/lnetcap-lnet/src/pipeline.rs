@@ -364,6 +364,11 @@ impl Pipeline {
         self.table.connection(id)
     }
 
+    /// TCP behaviour of a connection's two directions.
+    pub fn tcp_perf(&self, id: ConnId) -> Option<[&lnetcap_tcp::perf::DirPerf; 2]> {
+        self.table.perf(id)
+    }
+
     /// The connection type named in the HELLO of the given direction, if captured.
     pub fn hello_conn_type(&self, id: ConnId, dir: Dir) -> Option<u32> {
         self.dec.conns.get(id.0 as usize).and_then(|c| c.hello_ctype[dir.index()])

@@ -17,6 +17,7 @@
 pub mod limits;
 pub mod report;
 pub mod stats;
+pub mod tcp;
 mod track;
 
 pub use report::{InFlightReport, LatencyReport, MessagesInFlight, PeerReport, PhaseReport, RpcRecord};

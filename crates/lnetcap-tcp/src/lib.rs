@@ -18,6 +18,7 @@
 //! below 2^31 is "after"), so ISNs near 2^32 and wraps inside long streams are handled.
 
 pub mod limits;
+pub mod perf;
 mod stream;
 mod table;
 

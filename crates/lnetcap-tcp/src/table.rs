@@ -6,6 +6,7 @@ use std::net::IpAddr;
 
 use lnetcap_capture::TcpSegment;
 
+use crate::perf::{ConnPerf, DirPerf, SegInfo};
 use crate::stream::StreamHalf;
 use crate::{Stamp, StreamEvent, StreamSink};
 
@@ -164,6 +165,7 @@ pub struct SegmentOutcome {
 struct Slot {
     info: Connection,
     halves: [StreamHalf; 2],
+    perf: ConnPerf,
     ignored: bool,
     closed: [bool; 2],
 }
@@ -280,6 +282,7 @@ impl FlowTable {
         self.slots.push(Slot {
             info,
             halves: [StreamHalf::default(), StreamHalf::default()],
+            perf: ConnPerf::default(),
             ignored: verdict == Verdict::Ignore,
             closed: [false; 2],
         });
@@ -332,7 +335,20 @@ impl FlowTable {
         if slot.ignored {
             return outcome;
         }
-        let Slot { info, halves, ignored, closed } = slot;
+        let Slot { info, halves, ignored, closed, perf } = slot;
+        perf.on_segment(
+            dir.index(),
+            &SegInfo {
+                ts: stamp.ts_ns,
+                seq: seg.seq,
+                ack: seg.ack,
+                syn: seg.flags.syn(),
+                has_ack: seg.flags.ack(),
+                len: seg.payload_len,
+                window: seg.window,
+                options: seg.options,
+            },
+        );
         if seg.flags.rst() {
             info.reset = true;
         }
@@ -381,7 +397,14 @@ impl FlowTable {
             this.release();
             peer.release();
         }
+        let owd = sender_owd(info, perf);
+        perf.settle(stamp.ts_ns, owd, false);
         outcome
+    }
+
+    /// TCP behaviour of a connection's two directions (index [`Dir::index`]).
+    pub fn perf(&self, id: ConnId) -> Option<[&DirPerf; 2]> {
+        self.slots.get(id.0 as usize).map(|s| [&s.perf.dirs[0].perf, &s.perf.dirs[1].perf])
     }
 
     /// End of input: flushes every half-stream (holes become gaps, buffered data is
@@ -391,6 +414,9 @@ impl FlowTable {
             if slot.ignored {
                 continue;
             }
+            let owd = sender_owd(&slot.info, &slot.perf);
+            slot.perf.settle(stamp.ts_ns, owd, true);
+            slot.perf.finish();
             let Slot { info, halves, .. } = slot;
             for (d, half) in [Dir::FromActive, Dir::FromPassive].into_iter().zip(halves.iter_mut()) {
                 half.flush(stamp, &mut |st, ev| {
@@ -399,6 +425,17 @@ impl FlowTable {
             }
         }
     }
+}
+
+/// One-way delay between the capture point and each direction's sender: from the handshake
+/// when it was captured, else half the median loop measured on the other direction.
+fn sender_owd(info: &Connection, perf: &ConnPerf) -> [i64; 2] {
+    if let Some(cp) = info.capture_point() {
+        return [cp.active_owd_ns, cp.passive_owd_ns];
+    }
+    // Direction d's sender sits on the loop measured for the reverse direction's data.
+    let half = |d: usize| crate::perf::median(&perf.dirs[1 - d].perf.loop_samples).map_or(0, |x| x / 2);
+    [half(0), half(1)]
 }
 
 fn sink_event(sink: &mut impl StreamSink, info: &Connection, dir: Dir, stamp: Stamp, ev: StreamEvent<'_>) -> Verdict {

@@ -1,0 +1,439 @@
+//! Throughput models of shared/design/models.md as pure functions: the RPC window
+//! (seed 000), the bounds an interval's throughput meets (LNet credits, TCP window, receive
+//! window, server, link), the binding limit, efficiency, and advice with numbers. Units:
+//! bytes, seconds, bytes per second; MB = 10^6 bytes and MiB = 2^20 bytes where printed.
+
+use serde::Serialize;
+
+/// T_rpc = RIF × BS / (2 × RTT) (seed 000, equation 1): on TCP a bulk RPC costs two round
+/// trips (½ RTT request, one RTT bulk, ½ RTT reply), so RIF RPCs of BS bytes move
+/// RIF × BS every 2 RTT.
+pub fn t_rpc(rif: f64, bs_bytes: f64, rtt_s: f64) -> f64 {
+    if rtt_s <= 0.0 {
+        return f64::INFINITY;
+    }
+    rif * bs_bytes / (2.0 * rtt_s)
+}
+
+/// Bandwidth-delay product, bytes.
+pub fn bdp(link_bytes_per_s: f64, rtt_s: f64) -> f64 {
+    link_bytes_per_s * rtt_s
+}
+
+/// RPCs in flight needed to fill a link: RIF > 2 × BDP / BS (seed 000, equation 2). The
+/// smallest integer strictly above.
+pub fn needed_rif(link_bytes_per_s: f64, rtt_s: f64, bs_bytes: f64) -> u64 {
+    if bs_bytes <= 0.0 {
+        return 0;
+    }
+    let x = 2.0 * bdp(link_bytes_per_s, rtt_s) / bs_bytes;
+    (x.floor() as u64) + 1
+}
+
+/// The credit window: `messages` LNet messages of `msg_bytes` in flight, each holding its
+/// credit for about one RTT (until the zero-copy ACK returns).
+pub fn credit_window(messages: f64, msg_bytes: f64, rtt_s: f64) -> f64 {
+    if rtt_s <= 0.0 {
+        return f64::INFINITY;
+    }
+    messages * msg_bytes / rtt_s
+}
+
+/// A window of `bytes` per RTT (TCP congestion window, receive window).
+pub fn window_rate(bytes: f64, rtt_s: f64) -> f64 {
+    if rtt_s <= 0.0 {
+        return f64::INFINITY;
+    }
+    bytes / rtt_s
+}
+
+/// Seed 003, equation 4: predicted bandwidth b1 from a base point (s0, c0, l0, b0) for RPC
+/// size s1, RPCs in flight c1 and latency l1, with the fitted constant k.
+pub fn seed003_b1(k: f64, s0: f64, c0: f64, l0: f64, b0: f64, s1: f64, c1: f64, l1: f64) -> f64 {
+    (1.0 / k) * (s1 / s0) * (c1 / c0) * (l0 / l1) * b0
+}
+
+/// Fits seed 003's k from observations (s, c, l, b) against a base observation: k is the
+/// geometric mean of the per-point k; returns (k, max relative error of the fitted model).
+pub fn fit_seed003_k(base: (f64, f64, f64, f64), points: &[(f64, f64, f64, f64)]) -> Option<(f64, f64)> {
+    let (s0, c0, l0, b0) = base;
+    let ks: Vec<f64> = points
+        .iter()
+        .map(|&(s, c, l, b)| (s / s0) * (c / c0) * (l0 / l) * b0 / b)
+        .filter(|k| k.is_finite() && *k > 0.0)
+        .collect();
+    if ks.is_empty() {
+        return None;
+    }
+    let k = (ks.iter().map(|k| k.ln()).sum::<f64>() / ks.len() as f64).exp();
+    let err =
+        points.iter().map(|&(s, c, l, b)| (seed003_b1(k, s0, c0, l0, b0, s, c, l) - b).abs() / b).fold(0.0, f64::max);
+    Some((k, err))
+}
+
+/// Fits seed 002's buffer-limited profile Θ(τ) = B / τ by least squares on 1/τ; returns
+/// (B bytes, max relative error).
+pub fn fit_buffer_profile(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let (mut num, mut den) = (0.0, 0.0);
+    for &(tau, theta) in points {
+        if tau > 0.0 {
+            num += theta / tau;
+            den += 1.0 / (tau * tau);
+        }
+    }
+    if den == 0.0 {
+        return None;
+    }
+    let b = num / den;
+    let err =
+        points.iter().filter(|p| p.0 > 0.0).map(|&(tau, theta)| ((b / tau) - theta).abs() / theta).fold(0.0, f64::max);
+    Some((b, err))
+}
+
+/// The limits an interval's throughput can meet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    /// RPCs in flight × RPC size per two round trips.
+    RpcWindow,
+    /// LNet peer credits (messages in flight × size per round trip).
+    LnetCredits,
+    /// TCP congestion window (and loss).
+    TcpCongestion,
+    /// TCP receive window (socket buffers).
+    ReceiveWindow,
+    /// Server processing.
+    Server,
+    /// The link.
+    Link,
+}
+
+impl Limit {
+    /// The JSON name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RpcWindow => "rpc_window",
+            Self::LnetCredits => "lnet_credits",
+            Self::TcpCongestion => "tcp_congestion",
+            Self::ReceiveWindow => "receive_window",
+            Self::Server => "server",
+            Self::Link => "link",
+        }
+    }
+}
+
+/// Inputs of the model for one peer pair (or one interval).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ModelInput {
+    /// Observed bulk throughput, bytes/s.
+    pub observed: f64,
+    /// Round-trip time, s.
+    pub rtt_s: f64,
+    /// Bulk bytes per RPC.
+    pub bs_bytes: f64,
+    /// RPCs in flight (time-weighted mean, client's time).
+    pub rif: f64,
+    /// The credit limit when messages in flight plateau (inferred), with the bulk message
+    /// size.
+    pub credits: Option<(f64, f64)>,
+    /// TCP congestion window estimate summed over the bulk connections, bytes.
+    pub cwnd_bytes: Option<f64>,
+    /// Receive window summed over the bulk connections, bytes.
+    pub rwnd_bytes: Option<f64>,
+    /// Server time per RPC, s (from pb_service_time), and the RPCs it serves at once.
+    pub server: Option<(f64, f64)>,
+    /// Link rate, bytes/s, and whether the user gave it (else: the best rate seen).
+    pub link: Option<(f64, bool)>,
+}
+
+/// One bound.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Bound {
+    /// Which limit.
+    pub limit: Limit,
+    /// Bytes per second it allows.
+    pub bytes_per_s: f64,
+}
+
+/// The model's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelOutput {
+    /// T_rpc, bytes/s.
+    pub t_rpc_bytes_per_s: f64,
+    /// min of all bounds, bytes/s.
+    pub t_model_bytes_per_s: f64,
+    /// Observed / T_model.
+    pub efficiency: f64,
+    /// The smallest bound.
+    pub binding_limit: Limit,
+    /// Every bound computed, ascending.
+    pub bounds: Vec<Bound>,
+    /// RPCs in flight needed to fill the link (when a link rate is known).
+    pub needed_rif: Option<u64>,
+    /// Share of the model lost to TCP: how much of what the other limits allow the TCP
+    /// window cannot carry (0 when TCP is not below them).
+    pub tcp_efficiency_loss: f64,
+}
+
+/// Bytes per round trip the application offers TCP: half the RPC window's bulk (an RPC's
+/// bulk takes one of its two round trips) or the credit window, whichever is smaller.
+pub fn app_window_bytes(inp: &ModelInput) -> f64 {
+    let rpc = inp.rif * inp.bs_bytes / 2.0;
+    match inp.credits {
+        Some((m, size)) => rpc.min(m * size),
+        None => rpc,
+    }
+}
+
+/// Evaluates the bounds and names the binding one. Bounds within 5 % of the smallest are
+/// resolved in favour of the one lnetcap can act on most directly: LNet credits, then the
+/// RPC window (a measured plateau beats an arithmetic bound).
+pub fn evaluate(inp: &ModelInput) -> ModelOutput {
+    let trpc = t_rpc(inp.rif, inp.bs_bytes, inp.rtt_s);
+    let mut bounds = vec![Bound { limit: Limit::RpcWindow, bytes_per_s: trpc }];
+    if let Some((m, size)) = inp.credits {
+        bounds.push(Bound { limit: Limit::LnetCredits, bytes_per_s: credit_window(m, size, inp.rtt_s) });
+    }
+    if let Some(c) = inp.cwnd_bytes {
+        // The flight the sender showed is only a lower bound of its congestion window: when
+        // the RPC window or the credits offered no more data per round trip than that, the
+        // sender was application-limited and TCP did not bind.
+        let offered = app_window_bytes(inp);
+        if c < 0.85 * offered {
+            bounds.push(Bound { limit: Limit::TcpCongestion, bytes_per_s: window_rate(c, inp.rtt_s) });
+        }
+    }
+    if let Some(w) = inp.rwnd_bytes {
+        bounds.push(Bound { limit: Limit::ReceiveWindow, bytes_per_s: window_rate(w, inp.rtt_s) });
+    }
+    if let Some((t, par)) = inp.server {
+        if t > 0.0 {
+            bounds.push(Bound { limit: Limit::Server, bytes_per_s: par * inp.bs_bytes / t });
+        }
+    }
+    if let Some((l, _)) = inp.link {
+        bounds.push(Bound { limit: Limit::Link, bytes_per_s: l });
+    }
+    bounds.retain(|b| b.bytes_per_s.is_finite() && b.bytes_per_s > 0.0);
+    bounds.sort_by(|a, b| a.bytes_per_s.total_cmp(&b.bytes_per_s));
+    let t_model = bounds.first().map_or(f64::INFINITY, |b| b.bytes_per_s);
+    let near: Vec<Limit> = bounds.iter().filter(|b| b.bytes_per_s <= t_model * 1.05).map(|b| b.limit).collect();
+    let binding = [Limit::LnetCredits, Limit::RpcWindow]
+        .into_iter()
+        .find(|l| near.contains(l))
+        .unwrap_or_else(|| near.first().copied().unwrap_or(Limit::RpcWindow));
+    let others =
+        bounds.iter().filter(|b| b.limit != Limit::TcpCongestion).map(|b| b.bytes_per_s).fold(f64::INFINITY, f64::min);
+    let tcp = bounds.iter().find(|b| b.limit == Limit::TcpCongestion).map(|b| b.bytes_per_s);
+    let tcp_loss = match tcp {
+        Some(t) if others.is_finite() && t < others => 1.0 - t / others,
+        _ => 0.0,
+    };
+    let needed_rif = match inp.link {
+        Some((l, _)) => Some(needed_rif(l, inp.rtt_s, inp.bs_bytes)),
+        // Without a link rate: the RPCs in flight that would reach the next limit above
+        // the RPC window.
+        None => bounds
+            .iter()
+            .filter(|b| b.limit != Limit::RpcWindow && b.bytes_per_s > trpc)
+            .map(|b| b.bytes_per_s)
+            .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.min(x))))
+            .filter(|_| inp.bs_bytes > 0.0)
+            .map(|t| (t * 2.0 * inp.rtt_s / inp.bs_bytes).ceil() as u64),
+    };
+    ModelOutput {
+        t_rpc_bytes_per_s: trpc,
+        t_model_bytes_per_s: t_model,
+        efficiency: if t_model.is_finite() && t_model > 0.0 { inp.observed / t_model } else { 0.0 },
+        binding_limit: binding,
+        bounds,
+        needed_rif,
+        tcp_efficiency_loss: tcp_loss,
+    }
+}
+
+/// One piece of advice: the setting, the value, the command an admin runs, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Advice {
+    /// The setting.
+    pub setting: String,
+    /// The value to set.
+    pub value: String,
+    /// The command.
+    pub command: String,
+    /// The evidence.
+    pub reason: String,
+}
+
+/// What an admin can tune, from the verdict and the evidence. Never advises beyond what the
+/// capture shows: each item names the numbers it comes from.
+#[allow(clippy::too_many_arguments)]
+pub fn advise(
+    inp: &ModelInput,
+    out: &ModelOutput,
+    selftest: bool,
+    writes: bool,
+    rif_max: f64,
+    peers_of_server: u64,
+    retrans_share: f64,
+) -> Vec<Advice> {
+    let mut v = Vec::new();
+    let mib = inp.bs_bytes / 1_048_576.0;
+    let next_bound =
+        out.bounds.iter().filter(|b| b.limit != out.binding_limit).map(|b| b.bytes_per_s).fold(f64::INFINITY, f64::min);
+    match out.binding_limit {
+        Limit::RpcWindow => {
+            // RIF to reach the next bound (or the link).
+            let target = inp.link.map_or(next_bound, |(l, _)| l.min(next_bound));
+            if target.is_finite() && inp.bs_bytes > 0.0 {
+                let n = (target * 2.0 * inp.rtt_s / inp.bs_bytes).ceil().max(inp.rif.ceil() + 1.0) as u64;
+                let (setting, command) = if selftest {
+                    ("lst --concurrency".to_string(), format!("lst add_test ... --concurrency {n} ..."))
+                } else {
+                    ("osc.*.max_rpcs_in_flight".to_string(), format!("lctl set_param osc.*.max_rpcs_in_flight={n}"))
+                };
+                v.push(Advice {
+                    setting,
+                    value: n.to_string(),
+                    command,
+                    reason: format!(
+                        "throughput follows T_rpc = RIF × BS / (2 × RTT) = {:.1} × {:.2} MiB / (2 × {:.1} ms) = {:.1} MB/s; {n} RPCs in flight reach the next limit ({:.1} MB/s)",
+                        inp.rif,
+                        mib,
+                        inp.rtt_s * 1e3,
+                        out.t_rpc_bytes_per_s / 1e6,
+                        target / 1e6
+                    ),
+                });
+                v.push(credits_advice(n, peers_of_server, "peer_credits must be at least max_rpcs_in_flight so the larger RPC window is not held back by LNet credits"));
+                if writes && !selftest {
+                    let dirty = ((4.0 * n as f64 * mib).ceil() as u64).max(1);
+                    v.push(Advice {
+                        setting: "osc.*.max_dirty_mb".into(),
+                        value: dirty.to_string(),
+                        command: format!("lctl set_param osc.*.max_dirty_mb={dirty}"),
+                        reason: format!("writes need dirty cache a few times the RPC window: 4 × {n} RPCs × {mib:.2} MiB"),
+                    });
+                }
+            }
+        }
+        Limit::LnetCredits => {
+            let n = rif_max.ceil().max(1.0) as u64;
+            v.push(credits_advice(
+                n,
+                peers_of_server,
+                &format!(
+                    "LNet messages in flight plateau at {:.0} (peer_credits) while {n} RPCs were in flight: raise peer_credits to at least the RPCs in flight",
+                    inp.credits.map_or(0.0, |c| c.0)
+                ),
+            ));
+        }
+        Limit::TcpCongestion => v.push(Advice {
+            setting: "TCP congestion control / loss".into(),
+            value: format!("{:.1} % of data retransmitted", retrans_share * 100.0),
+            command: "sysctl net.ipv4.tcp_congestion_control  # check loss on the path; consider conns_per_peer (options ksocklnd conns_per_peer=N) to spread bulk over more connections".into(),
+            reason: format!(
+                "the congestion window estimate carries {:.1} MB/s, below the other limits ({:.1} MB/s)",
+                out.bounds.iter().find(|b| b.limit == Limit::TcpCongestion).map_or(0.0, |b| b.bytes_per_s / 1e6),
+                next_bound / 1e6
+            ),
+        }),
+        Limit::ReceiveWindow => {
+            let want = (2.0 * out.bounds.iter().map(|b| b.bytes_per_s).filter(|x| *x > 0.0).fold(0.0, f64::max).min(next_bound) * inp.rtt_s).ceil() as u64;
+            v.push(Advice {
+                setting: "TCP socket buffers".into(),
+                value: format!("{want} bytes"),
+                command: format!("sysctl -w net.core.rmem_max={want} net.ipv4.tcp_rmem='4096 87380 {want}'  # and ksocklnd rx_buffer_size/tx_buffer_size if set"),
+                reason: format!("the advertised receive window carries {:.1} MB/s at this RTT", out.t_model_bytes_per_s / 1e6),
+            });
+        }
+        Limit::Server => v.push(Advice {
+            setting: "server".into(),
+            value: "-".into(),
+            command: "lctl get_param ost.OSS.ost_io.stats  # the server's service time bounds throughput".into(),
+            reason: "the server's service time per RPC is the smallest bound".into(),
+        }),
+        Limit::Link => {}
+    }
+    v
+}
+
+fn credits_advice(n: u64, peers: u64, reason: &str) -> Advice {
+    let credits = (n * peers.max(1)).max(256);
+    Advice {
+        setting: "ksocklnd peer_credits / credits".into(),
+        value: format!("peer_credits={n} credits={credits}"),
+        command: format!("options ksocklnd peer_credits={n} credits={credits}  # /etc/modprobe.d/ksocklnd.conf on both ends; or lnetctl net add --net tcp --if <ifname> --peer-credits {n} --credits {credits}"),
+        reason: format!("{reason}; credits ≥ peer_credits × peers ({n} × {peers})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: f64 = 1_048_576.0;
+
+    #[test]
+    fn test_seed000_reference_numbers() {
+        // models.md §2: 1 MiB RPCs at 50.5 ms.
+        let rtt = 0.0505;
+        assert!((t_rpc(1.0, MIB, rtt) / 1e6 - 10.4).abs() < 0.05, "{}", t_rpc(1.0, MIB, rtt) / 1e6);
+        assert!((t_rpc(8.0, MIB, rtt) / 1e6 - 83.0).abs() < 0.1, "{}", t_rpc(8.0, MIB, rtt) / 1e6);
+        assert!((t_rpc(64.0, MIB, rtt) / 1e6 - 664.0).abs() < 1.0, "{}", t_rpc(64.0, MIB, rtt) / 1e6);
+        // A 10 GbE NIC (1250 MB/s) needs RIF >= 121.
+        assert_eq!(needed_rif(1.25e9, rtt, MIB), 121);
+        // 100 Gb/s at 50.5 ms: BDP 631 MB, RIF > 2 × 631 MB / 1 MiB ≈ 1204 (not the seed's "5,000").
+        assert!((bdp(12.5e9, rtt) / 1e6 - 631.25).abs() < 0.01);
+        let exact = 2.0 * bdp(12.5e9, rtt) / MIB;
+        assert!((exact - 1204.0).abs() < 0.5, "{exact}");
+        // RIF must exceed 1204.01: the smallest whole number of RPCs is 1205.
+        assert_eq!(needed_rif(12.5e9, rtt, MIB), 1205);
+    }
+
+    #[test]
+    fn test_seed004_bdp() {
+        // 2 × 10 Gb/s × 105 µs ≈ 262 kB.
+        assert!((bdp(2.0 * 1.25e9, 105e-6) / 1e3 - 262.5).abs() < 0.1);
+    }
+
+    #[test]
+    fn test_binding_limit_and_efficiency() {
+        // lst_read_rtt50_c32_pc8: 32 RPCs in flight, 8 credits, 50.3 ms: credits bind.
+        let inp = ModelInput {
+            observed: 134.2e6,
+            rtt_s: 0.0503,
+            bs_bytes: MIB,
+            rif: 32.0,
+            credits: Some((8.0, MIB)),
+            ..Default::default()
+        };
+        let out = evaluate(&inp);
+        assert_eq!(out.binding_limit, Limit::LnetCredits);
+        assert!((out.t_model_bytes_per_s / 1e6 - 166.8).abs() < 0.2, "{}", out.t_model_bytes_per_s);
+        assert!((out.efficiency - 0.805).abs() < 0.01);
+        let adv = advise(&inp, &out, true, false, 32.0, 1, 0.0);
+        assert!(adv[0].value.starts_with("peer_credits=32"), "{adv:?}");
+        // lst_write_rtt20_c8_pc8: RPC window binds.
+        let inp = ModelInput { observed: 201.85e6, rtt_s: 0.0202, bs_bytes: MIB, rif: 8.0, ..Default::default() };
+        let out = evaluate(&inp);
+        assert_eq!(out.binding_limit, Limit::RpcWindow);
+        assert!(out.efficiency > 0.9);
+    }
+
+    #[test]
+    fn test_fits() {
+        // Θ(τ) = B / τ exactly.
+        let pts: Vec<(f64, f64)> = [0.01, 0.02, 0.05, 0.1].iter().map(|t| (*t, 4e6 / t)).collect();
+        let (b, err) = fit_buffer_profile(&pts).unwrap();
+        assert!((b - 4e6).abs() < 1.0 && err < 1e-9);
+        // Seed 003: points generated with k = 2.27.
+        let base = (4096.0, 8.0, 0.00217, 100e6);
+        let pts: Vec<_> = [(8192.0, 8.0, 0.00217), (4096.0, 16.0, 0.00414)]
+            .iter()
+            .map(|&(s, c, l)| (s, c, l, seed003_b1(2.27, base.0, base.1, base.2, base.3, s, c, l)))
+            .collect();
+        let (k, err) = fit_seed003_k(base, &pts).unwrap();
+        assert!((k - 2.27).abs() < 1e-9 && err < 1e-9);
+    }
+}

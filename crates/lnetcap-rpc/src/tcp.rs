@@ -1,0 +1,175 @@
+//! A peer pair's TCP behaviour, summarised from its connections' per-direction statistics.
+
+use lnetcap_tcp::perf::{median, DirPerf};
+use serde::Serialize;
+
+/// TCP behaviour of a peer pair.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TcpPeerReport {
+    /// Retransmitted segments (all connections, both directions).
+    pub retransmits: u64,
+    /// ... after 3 duplicate ACKs.
+    pub retransmits_fast: u64,
+    /// ... after a silence (timeout).
+    pub retransmits_timeout: u64,
+    /// ... of data already acknowledged.
+    pub retransmits_spurious: u64,
+    /// Share of bulk payload bytes sent again.
+    pub retransmitted_share: f64,
+    /// Duplicate ACKs.
+    pub dup_acks: u64,
+    /// Zero-window advertisements.
+    pub zero_windows: u64,
+    /// Largest bytes in flight of one bulk direction (sender's view).
+    pub bytes_in_flight_max: u64,
+    /// Congestion window estimate: the largest per-RTT envelope of bytes in flight, summed
+    /// over the connections carrying bulk in the main direction.
+    pub cwnd_estimate_max: u64,
+    /// Median of the per-RTT envelopes in the steady window (what the model uses).
+    pub cwnd_estimate_p50: u64,
+    /// Median advertised receive window in the steady window, summed likewise (bytes).
+    pub rwnd_p50: Option<u64>,
+    /// Window scaling was not captured (windows are raw).
+    pub rwnd_scale_unknown: bool,
+    /// Share of the model throughput lost to TCP (filled in by the model).
+    pub efficiency_loss: f64,
+    /// Time with nothing in flight for more than a round trip, ms.
+    pub idle_ms: f64,
+}
+
+/// RTT of a peer pair from its connections' loop samples.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RttReport {
+    /// Smallest RTT: sum of the smallest loop on each side, µs.
+    pub min: Option<f64>,
+    /// Median RTT: sum of the median loops, µs.
+    pub p50: Option<f64>,
+    /// Loop between the capture point and the client (µs, median).
+    pub client_loop_us: Option<f64>,
+    /// Loop between the capture point and the server (µs, median).
+    pub server_loop_us: Option<f64>,
+    /// Where the capture point seems to be: `client`, `server`, `middle`.
+    pub capture_side: Option<&'static str>,
+    /// Samples used.
+    pub samples: usize,
+}
+
+/// One connection's two directions, with which side sends bulk data and which is the
+/// client: (perf, client sends on dir 0, carries bulk).
+pub struct ConnPerfRef<'a> {
+    /// Direction 0 (from the active side), direction 1.
+    pub dirs: [&'a DirPerf; 2],
+    /// The active side is the client.
+    pub active_is_client: bool,
+}
+
+/// Summarises RTT from all connections of a pair: the client-side loop is measured on data
+/// the server sends (the client acknowledges it), the server-side loop on data the client
+/// sends.
+pub fn rtt_report(conns: &[ConnPerfRef<'_>]) -> RttReport {
+    let mut client_loop = Vec::new();
+    let mut server_loop = Vec::new();
+    for c in conns {
+        // Direction 0 is from the active side: its receiver is the passive side.
+        let (to_passive, to_active) = (&c.dirs[0].loop_samples, &c.dirs[1].loop_samples);
+        if c.active_is_client {
+            server_loop.extend_from_slice(to_passive);
+            client_loop.extend_from_slice(to_active);
+        } else {
+            client_loop.extend_from_slice(to_passive);
+            server_loop.extend_from_slice(to_active);
+        }
+    }
+    let (cm, sm) = (median(&client_loop), median(&server_loop));
+    let (cmin, smin) = (client_loop.iter().min().copied(), server_loop.iter().min().copied());
+    let us = |x: i64| x as f64 / 1000.0;
+    let side = match (cm, sm) {
+        (Some(c), Some(s)) => {
+            let rtt = (c + s).max(1) as f64;
+            Some(if (c as f64) < 0.1 * rtt {
+                "client"
+            } else if (s as f64) < 0.1 * rtt {
+                "server"
+            } else {
+                "middle"
+            })
+        }
+        _ => None,
+    };
+    RttReport {
+        min: cmin.zip(smin).map(|(a, b)| us(a + b)),
+        p50: cm.zip(sm).map(|(a, b)| us(a + b)),
+        client_loop_us: cm.map(us),
+        server_loop_us: sm.map(us),
+        capture_side: side,
+        samples: client_loop.len() + server_loop.len(),
+    }
+}
+
+/// Summarises TCP behaviour. `bulk_dirs` are (connection index, direction) that carry the
+/// pair's main bulk flow; `window` is the steady window and `rtt_ns` the RTT.
+pub fn tcp_report(
+    conns: &[ConnPerfRef<'_>],
+    bulk_dirs: &[(usize, usize)],
+    window: Option<[i64; 2]>,
+    rtt_ns: i64,
+) -> TcpPeerReport {
+    let mut r = TcpPeerReport::default();
+    let (mut bytes_sent, mut retrans) = (0u64, 0u64);
+    for c in conns {
+        for d in c.dirs {
+            r.retransmits += d.retransmits;
+            r.retransmits_fast += d.retransmits_fast;
+            r.retransmits_timeout += d.retransmits_timeout;
+            r.retransmits_spurious += d.retransmits_spurious;
+            r.dup_acks += d.dup_acks;
+            r.zero_windows += d.zero_windows;
+            r.idle_ms += d.idle_ns as f64 / 1e6;
+        }
+    }
+    let mut env_sum: std::collections::BTreeMap<i64, u64> = std::collections::BTreeMap::new();
+    let mut rwnd: std::collections::BTreeMap<i64, u64> = std::collections::BTreeMap::new();
+    let w = rtt_ns.max(1_000_000);
+    for &(ci, d) in bulk_dirs {
+        let p = conns[ci].dirs[d];
+        r.bytes_in_flight_max = r.bytes_in_flight_max.max(p.inflight_max);
+        r.rwnd_scale_unknown |= p.wscale_inferred || p.rcv_wscale.is_none();
+        bytes_sent += p.payload_bytes;
+        retrans += p.bytes_retransmitted;
+        for (t, f) in p.flight_envelope(w) {
+            *env_sum.entry(t).or_default() += f;
+        }
+        let mut last = std::collections::BTreeMap::new();
+        for &(t, _, wnd) in &p.inflight {
+            last.insert(t.div_euclid(w) * w, wnd);
+        }
+        for (t, wnd) in last {
+            *rwnd.entry(t).or_default() += wnd;
+        }
+    }
+    let in_window = |t: &i64| window.is_none_or(|[a, b]| *t >= a && *t < b);
+    r.cwnd_estimate_max = env_sum.values().copied().max().unwrap_or(0);
+    let mut env: Vec<i64> = env_sum.iter().filter(|(t, _)| in_window(t)).map(|(_, f)| *f as i64).collect();
+    if env.is_empty() {
+        env = env_sum.values().map(|f| *f as i64).collect();
+    }
+    r.cwnd_estimate_p50 = median(&env).unwrap_or(0) as u64;
+    let rw: Vec<i64> = rwnd.iter().filter(|(t, _)| in_window(t)).map(|(_, x)| *x as i64).collect();
+    r.rwnd_p50 = median(&rw).map(|x| x as u64);
+    r.retransmitted_share = if bytes_sent > 0 { retrans as f64 / bytes_sent as f64 } else { 0.0 };
+    r
+}
+
+/// The directions that carry a pair's bulk in its main direction: (connection index,
+/// direction) of every connection direction from the bulk sender with at least a tenth of
+/// the bytes. `server_sends`: bulk flows server → client (reads).
+pub fn bulk_directions(conns: &[ConnPerfRef<'_>], server_sends: bool) -> Vec<(usize, usize)> {
+    let dir_of = |c: &ConnPerfRef<'_>| usize::from(c.active_is_client == server_sends);
+    let total: u64 = conns.iter().map(|c| c.dirs[dir_of(c)].payload_bytes).sum();
+    conns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.dirs[dir_of(c)].payload_bytes * 10 >= total && total > 0)
+        .map(|(i, c)| (i, dir_of(c)))
+        .collect()
+}

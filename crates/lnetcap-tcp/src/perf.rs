@@ -1,0 +1,448 @@
+//! TCP behaviour of one connection direction, from the same pass as reassembly: RTT
+//! samples, bytes in flight, receive window, retransmissions by cause, duplicate ACKs.
+//!
+//! Capture position. A capture point sees each segment once, somewhere between the two
+//! hosts. For a direction S → R, the time from seeing S's data (or its TCP timestamp
+//! `TSval`) to seeing R's acknowledgement (or R echoing that `TSval` in `TSecr`) is the
+//! round trip capture → R → capture: the *half* loop on R's side. The other direction
+//! measures S's side. Their sum is the connection's RTT wherever the capture was taken, and
+//! their ratio says where: near S when S's half is ~0. Samples follow Karn's rule: no
+//! data→ACK sample from retransmitted data.
+//!
+//! Bytes in flight are the sender's: at the moment the sender receives an ACK (the capture
+//! saw it `d_S` earlier, d_S = half of S's loop / 2) it has sent what the capture will see
+//! up to `d_S` after that. The tracker buffers ACKs for 2·d_S of capture time to look ahead.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// Counters and samples of one direction (sender → receiver).
+#[derive(Debug, Clone, Default)]
+pub struct DirPerf {
+    /// Loop samples (ns) capture → receiver → capture: data→ACK (Karn) and TSval→TSecr.
+    pub loop_samples: Vec<i64>,
+    /// Data→ACK samples only (ns), as tcptrace measures RTT at its capture point.
+    pub data_ack_samples: Vec<i64>,
+    /// Retransmitted segments (payload, not keepalive probes).
+    pub retransmits: u64,
+    /// ... of which after ≥ 3 duplicate ACKs (fast retransmit).
+    pub retransmits_fast: u64,
+    /// ... of which after a silence of at least max(200 ms, 2·loop) (timeout).
+    pub retransmits_timeout: u64,
+    /// ... of which of data already acknowledged (spurious).
+    pub retransmits_spurious: u64,
+    /// Retransmitted payload bytes.
+    pub bytes_retransmitted: u64,
+    /// Duplicate ACKs sent by the receiver for this direction's data.
+    pub dup_acks: u64,
+    /// ACKs advertising a zero window (receiver side).
+    pub zero_windows: u64,
+    /// Window scale shift of the receiver (from its SYN), if seen.
+    pub rcv_wscale: Option<u8>,
+    /// Window scaling was not seen (SYN missing) and is assumed from the largest raw window.
+    pub wscale_inferred: bool,
+    /// Largest bytes in flight (sender's view).
+    pub inflight_max: u64,
+    /// (capture time, bytes in flight, receive window) samples, one per ACK.
+    pub inflight: Vec<(i64, u64, u64)>,
+    /// Payload segments.
+    pub data_segments: u64,
+    /// Payload bytes of all segments (retransmissions included).
+    pub payload_bytes: u64,
+    /// Time with no data outstanding and none sent for more than a loop (ns).
+    pub idle_ns: i64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SentSeg {
+    end: u32,
+    ts: i64,
+    retransmitted: bool,
+}
+
+/// Per-direction state.
+#[derive(Debug, Default)]
+pub(crate) struct DirState {
+    pub perf: DirPerf,
+    /// Unacknowledged first transmissions, in sequence order.
+    sent: VecDeque<SentSeg>,
+    snd_max: Option<u32>,
+    snd_una: Option<u32>,
+    last_ack: Option<u32>,
+    dup_count: u32,
+    last_progress_ts: i64,
+    last_data_ts: Option<i64>,
+    /// TSval first seen → capture time (pruned).
+    tsvals: HashMap<u32, i64>,
+    tsval_order: VecDeque<u32>,
+    /// ACKs waiting for the look-ahead: (capture time, ack, window bytes, sacked bytes).
+    pending: VecDeque<(i64, u32, u64, u64)>,
+    /// snd_max history for the look-ahead: (capture time, snd_max).
+    max_hist: VecDeque<(i64, u32)>,
+    last_raw_window: u16,
+    max_raw_window: u16,
+}
+
+/// Most TSvals remembered per direction.
+const MAX_TSVALS: usize = 4096;
+/// Most unacknowledged segments remembered per direction.
+const MAX_SENT: usize = 65_536;
+/// Most in-flight samples kept per direction (older ones are thinned).
+pub const MAX_INFLIGHT_SAMPLES: usize = 1 << 20;
+
+fn after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+fn parse_opts(opts: &[u8]) -> (Option<(u32, u32)>, Option<u8>, Vec<(u32, u32)>) {
+    let (mut ts, mut ws, mut sack) = (None, None, Vec::new());
+    let mut i = 0;
+    while i < opts.len() {
+        match opts[i] {
+            0 => break,
+            1 => i += 1,
+            k => {
+                let Some(&l) = opts.get(i + 1) else { break };
+                let l = l as usize;
+                if l < 2 || i + l > opts.len() {
+                    break;
+                }
+                let v = &opts[i + 2..i + l];
+                match (k, l) {
+                    (8, 10) => {
+                        ts = Some((
+                            u32::from_be_bytes([v[0], v[1], v[2], v[3]]),
+                            u32::from_be_bytes([v[4], v[5], v[6], v[7]]),
+                        ))
+                    }
+                    (3, 3) => ws = Some(v[0].min(14)),
+                    (5, _) => {
+                        for b in v.chunks_exact(8) {
+                            sack.push((
+                                u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+                                u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
+                            ));
+                        }
+                    }
+                    _ => {}
+                }
+                i += l;
+            }
+        }
+    }
+    (ts, ws, sack)
+}
+
+/// What one segment tells the TCP analysis.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SegInfo<'a> {
+    pub ts: i64,
+    pub seq: u32,
+    pub ack: u32,
+    pub syn: bool,
+    pub has_ack: bool,
+    pub len: u32,
+    pub window: u16,
+    pub options: &'a [u8],
+}
+
+/// Both directions of a connection.
+#[derive(Debug, Default)]
+pub(crate) struct ConnPerf {
+    pub dirs: [DirState; 2],
+}
+
+impl ConnPerf {
+    /// One segment from direction `d` (0/1).
+    pub(crate) fn on_segment(&mut self, d: usize, s: &SegInfo<'_>) {
+        let (ts_opt, ws, sack) = parse_opts(s.options);
+        let [a, b] = &mut self.dirs;
+        let (me, peer) = if d == 0 { (a, b) } else { (b, a) };
+        if s.syn {
+            if let Some(w) = ws {
+                // My window scale applies to the windows I advertise for the peer's data.
+                peer.perf.rcv_wscale = Some(w);
+            }
+        }
+        // TCP timestamps: a TSval first seen now; an echo closes the peer's loop.
+        if let Some((tsval, tsecr)) = ts_opt {
+            if !me.tsvals.contains_key(&tsval) {
+                me.tsvals.insert(tsval, s.ts);
+                me.tsval_order.push_back(tsval);
+                if me.tsval_order.len() > MAX_TSVALS {
+                    if let Some(old) = me.tsval_order.pop_front() {
+                        me.tsvals.remove(&old);
+                    }
+                }
+            }
+            if tsecr != 0 {
+                if let Some(t0) = peer.tsvals.remove(&tsecr) {
+                    // The peer's TSval came past the capture at t0; I echo it now: the loop
+                    // capture → me → capture, measured for the peer's direction.
+                    peer.perf.loop_samples.push(s.ts - t0);
+                }
+            }
+        }
+        // Data of this direction.
+        if s.len > 0 || s.syn {
+            let seq = if s.syn { s.seq.wrapping_add(1) } else { s.seq };
+            let end = seq.wrapping_add(s.len);
+            if s.len > 0 {
+                me.perf.data_segments += 1;
+                me.perf.payload_bytes += u64::from(s.len);
+                let is_probe = s.len <= 1 && me.snd_max.is_some_and(|m| seq.wrapping_add(1) == m);
+                let retrans = me.snd_max.is_some_and(|m| after(m, seq)) && !is_probe;
+                if retrans {
+                    me.perf.retransmits += 1;
+                    me.perf.bytes_retransmitted += u64::from(s.len);
+                    let loop_ns = median(&peer_loop(&me.perf)).unwrap_or(0);
+                    if me.snd_una.is_some_and(|u| !after(end, u)) {
+                        me.perf.retransmits_spurious += 1;
+                    } else if me.dup_count >= 3 {
+                        me.perf.retransmits_fast += 1;
+                    } else if s.ts - me.last_progress_ts >= (2 * loop_ns).max(200_000_000) {
+                        me.perf.retransmits_timeout += 1;
+                    }
+                    for sg in me.sent.iter_mut() {
+                        if after(sg.end, seq) && !after(sg.end, end) {
+                            sg.retransmitted = true;
+                        }
+                    }
+                } else if !is_probe && me.sent.len() < MAX_SENT {
+                    me.sent.push_back(SentSeg { end, ts: s.ts, retransmitted: false });
+                }
+                if let Some(last) = me.last_data_ts {
+                    let outstanding = me.snd_una.zip(me.snd_max).is_some_and(|(u, m)| after(m, u));
+                    let loop_ns = median(&peer_loop(&me.perf)).unwrap_or(0).max(1_000_000);
+                    if !outstanding && s.ts - last > loop_ns {
+                        me.perf.idle_ns += s.ts - last;
+                    }
+                }
+                me.last_data_ts = Some(s.ts);
+            }
+            if me.snd_max.is_none_or(|m| after(end, m)) {
+                me.snd_max = Some(end);
+            }
+            if me.snd_una.is_none() {
+                me.snd_una = Some(seq);
+                me.last_progress_ts = s.ts;
+            }
+            if let Some(m) = me.snd_max {
+                me.max_hist.push_back((s.ts, m));
+            }
+        }
+        // This segment's ACK field acknowledges the peer's data.
+        if s.has_ack && !s.syn || s.has_ack && s.syn {
+            me.last_raw_window = s.window;
+            me.max_raw_window = me.max_raw_window.max(s.window);
+            let ack = s.ack;
+            if s.window == 0 && s.len == 0 {
+                peer.perf.zero_windows += 1;
+            }
+            match peer.last_ack {
+                Some(l) if l == ack && s.len == 0 && !s.syn && peer.snd_max.is_some_and(|m| after(m, ack)) => {
+                    peer.dup_count += 1;
+                    peer.perf.dup_acks += 1;
+                }
+                Some(l) if !after(ack, l) => {}
+                _ => {
+                    peer.dup_count = 0;
+                    peer.last_progress_ts = s.ts;
+                }
+            }
+            if peer.last_ack.is_none_or(|l| after(ack, l)) {
+                peer.last_ack = Some(ack);
+                if peer.snd_una.is_none_or(|u| after(ack, u)) {
+                    peer.snd_una = Some(ack);
+                }
+                // Karn: a sample from the newest fully acknowledged first transmission.
+                let mut sample = None;
+                while let Some(sg) = peer.sent.front() {
+                    if after(sg.end, ack) {
+                        break;
+                    }
+                    if !sg.retransmitted {
+                        sample = Some(s.ts - sg.ts);
+                    }
+                    peer.sent.pop_front();
+                }
+                if let Some(x) = sample {
+                    peer.perf.data_ack_samples.push(x);
+                    peer.perf.loop_samples.push(x);
+                }
+            }
+            let scale = peer.perf.rcv_wscale.unwrap_or(0);
+            let wnd = u64::from(s.window) << scale;
+            let sacked: u64 = sack
+                .iter()
+                .filter(|(l, r)| after(*r, *l) && after(*r, ack))
+                .map(|(l, r)| u64::from(r.wrapping_sub(*l)))
+                .sum();
+            peer.pending.push_back((s.ts, ack, wnd, sacked));
+        }
+    }
+
+    /// Resolves pending in-flight samples whose look-ahead window has passed (`now`), or
+    /// all of them at the end. `owd` gives each direction's sender one-way delay from the
+    /// capture point.
+    pub(crate) fn settle(&mut self, now: i64, owd: [i64; 2], all: bool) {
+        for (d, st) in self.dirs.iter_mut().enumerate() {
+            let look = 2 * owd[d];
+            while let Some(&(t, ack, wnd, sacked)) = st.pending.front() {
+                if !all && t + look > now {
+                    break;
+                }
+                st.pending.pop_front();
+                // What the sender had sent when this ACK reached it: the highest sequence
+                // the capture sees up to `look` later.
+                let horizon = t + look;
+                while st.max_hist.len() > 1 && st.max_hist[1].0 <= horizon && st.max_hist[0].0 < t {
+                    st.max_hist.pop_front();
+                }
+                let sent = st.max_hist.iter().take_while(|(ht, _)| *ht <= horizon).last().map(|(_, m)| *m);
+                if let Some(m) = sent {
+                    let inflight =
+                        if after(m, ack) { u64::from(m.wrapping_sub(ack)).saturating_sub(sacked) } else { 0 };
+                    st.perf.inflight_max = st.perf.inflight_max.max(inflight);
+                    if st.perf.inflight.len() < MAX_INFLIGHT_SAMPLES {
+                        st.perf.inflight.push((t, inflight, wnd));
+                    }
+                }
+            }
+        }
+    }
+
+    /// End of the connection's data: window scale inference when the SYN was missing.
+    pub(crate) fn finish(&mut self) {
+        for d in 0..2 {
+            let peer_raw_max = self.dirs[1 - d].max_raw_window;
+            let p = &mut self.dirs[d].perf;
+            if p.rcv_wscale.is_none() && peer_raw_max > 0 {
+                // Without the SYN, the scale is unknown; windows are shown raw and flagged.
+                p.wscale_inferred = true;
+            }
+        }
+    }
+}
+
+fn peer_loop(p: &DirPerf) -> Vec<i64> {
+    p.loop_samples.iter().rev().take(64).copied().collect()
+}
+
+/// Median of a slice (ns).
+pub fn median(v: &[i64]) -> Option<i64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    Some(s[s.len() / 2])
+}
+
+/// Quantile of a slice (nearest rank).
+pub fn quantile(v: &[i64], q: f64) -> Option<i64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    let i = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1;
+    Some(s[i])
+}
+
+/// Summary of one direction for reports.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DirSummaryPerf {
+    /// Loop (capture → receiver → capture) min / median / p95, ns.
+    pub loop_min_ns: Option<i64>,
+    /// Median loop.
+    pub loop_p50_ns: Option<i64>,
+    /// 95th percentile loop.
+    pub loop_p95_ns: Option<i64>,
+    /// Mean data→ACK time at the capture point (tcptrace's "RTT avg"), ns.
+    pub data_ack_avg_ns: Option<f64>,
+    /// Data→ACK samples.
+    pub data_ack_samples: usize,
+}
+
+impl DirPerf {
+    /// Summary statistics.
+    pub fn summary(&self) -> DirSummaryPerf {
+        DirSummaryPerf {
+            loop_min_ns: self.loop_samples.iter().min().copied(),
+            loop_p50_ns: median(&self.loop_samples),
+            loop_p95_ns: quantile(&self.loop_samples, 0.95),
+            data_ack_avg_ns: (!self.data_ack_samples.is_empty()).then(|| {
+                self.data_ack_samples.iter().map(|x| *x as f64).sum::<f64>() / self.data_ack_samples.len() as f64
+            }),
+            data_ack_samples: self.data_ack_samples.len(),
+        }
+    }
+
+    /// Envelope of bytes in flight per window of `win_ns`: the largest flight in each
+    /// window (the congestion window estimate where the sender is not application- or
+    /// receive-window-limited).
+    pub fn flight_envelope(&self, win_ns: i64) -> BTreeMap<i64, u64> {
+        let mut m = BTreeMap::new();
+        let w = win_ns.max(1);
+        for &(t, f, _) in &self.inflight {
+            let e = m.entry(t.div_euclid(w) * w).or_insert(0);
+            *e = (*e).max(f);
+        }
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts_opts(tsval: u32, tsecr: u32) -> Vec<u8> {
+        let mut o = vec![1, 1, 8, 10];
+        o.extend_from_slice(&tsval.to_be_bytes());
+        o.extend_from_slice(&tsecr.to_be_bytes());
+        o
+    }
+
+    #[test]
+    fn test_halves_add_up_to_rtt() {
+        // Capture 3 ms from the sender (dir 0), 7 ms from the receiver: RTT 20 ms.
+        let mut c = ConnPerf::default();
+        let mut feed = |d: usize, ts: i64, seq: u32, ack: u32, len: u32, tsval: u32, tsecr: u32| {
+            let o = ts_opts(tsval, tsecr);
+            c.on_segment(d, &SegInfo { ts, seq, ack, syn: false, has_ack: true, len, window: 1000, options: &o });
+        };
+        // Sender data at t=0 (TSval 100) → receiver ACK seen at 14 ms (echo 100, TSval 500)
+        // → sender's next data at 14 + 6 = 20 ms echoes 500.
+        feed(0, 0, 1000, 1, 100, 100, 0);
+        feed(1, 14_000_000, 1, 1100, 0, 500, 100);
+        feed(0, 20_000_000, 1100, 1, 100, 120, 500);
+        let half_r = c.dirs[0].perf.loop_samples.clone();
+        let half_s = c.dirs[1].perf.loop_samples.clone();
+        assert_eq!(half_r, vec![14_000_000, 14_000_000]);
+        assert_eq!(half_s, vec![6_000_000]);
+        assert_eq!(c.dirs[0].perf.data_ack_samples, vec![14_000_000]);
+    }
+
+    #[test]
+    fn test_retransmission_causes() {
+        let mut c = ConnPerf::default();
+        let f = |c: &mut ConnPerf, d: usize, ts: i64, seq: u32, ack: u32, len: u32| {
+            c.on_segment(d, &SegInfo { ts, seq, ack, syn: false, has_ack: true, len, window: 100, options: &[] });
+        };
+        for i in 0..5 {
+            f(&mut c, 0, i, 1000 + 100 * i as u32, 1, 100);
+        }
+        // Three duplicate ACKs for 1100, then the fast retransmit of 1100.
+        for i in 0..4 {
+            f(&mut c, 1, 10 + i, 1, 1100, 0);
+        }
+        f(&mut c, 0, 20, 1100, 1, 100);
+        assert_eq!(c.dirs[0].perf.dup_acks, 3);
+        assert_eq!(c.dirs[0].perf.retransmits, 1);
+        assert_eq!(c.dirs[0].perf.retransmits_fast, 1);
+        // A retransmission of acknowledged data is spurious.
+        f(&mut c, 1, 30, 1, 1500, 0);
+        f(&mut c, 0, 40, 1000, 1, 100);
+        assert_eq!(c.dirs[0].perf.retransmits_spurious, 1);
+    }
+}

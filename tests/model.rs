@@ -1,0 +1,95 @@
+//! The throughput model on the real-kernel lab captures: the binding limit is named
+//! correctly, the efficiency and RTT agree with the runs' measurements, and the advice has
+//! the numbers the evidence supports.
+
+mod common;
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn report(path: &std::path::Path, extra: &[&str]) -> Value {
+    let out = std::env::temp_dir().join(format!(
+        "lnetcap-model-{}-{}.json",
+        std::process::id(),
+        path.parent().unwrap().file_name().unwrap().to_string_lossy()
+    ));
+    let mut args = vec!["analyze", "-q", "--json", out.to_str().unwrap(), path.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = Command::new(env!("CARGO_BIN_EXE_lnetcap")).args(&args).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
+}
+
+#[test]
+fn lab_binding_limits_efficiency_rtt_and_advice() {
+    for (lab, limit, rtt_ms) in [
+        ("lst_write_rtt20_c8_pc8", "rpc_window", 20.2),
+        ("ptlrpc_read_rtt20_c8_pc8", "rpc_window", 20.2),
+        ("lst_read_rtt50_c32_pc8", "lnet_credits", 50.4),
+    ] {
+        let r = report(&common::lab_dir().join(lab).join("trace.pcap.zst"), &[]);
+        let p = &r["peers"][0];
+        assert_eq!(p["binding_limit"], limit, "{lab}: {}", p["model"]);
+        let rtt = p["rtt_us"]["p50"].as_f64().unwrap() / 1000.0;
+        // The runs' own RTT probes (summary.json rtt_probe) measured 20.1-20.2 ms and 50.4 ms.
+        assert!((rtt - rtt_ms).abs() / rtt_ms <= 0.02, "{lab}: RTT {rtt} ms vs {rtt_ms}");
+        let min = p["rtt_us"]["min"].as_f64().unwrap() / 1000.0;
+        assert!(min <= rtt && (min - rtt_ms).abs() / rtt_ms <= 0.02, "{lab}: min RTT {min}");
+        let eff = p["model"]["efficiency"].as_f64().unwrap();
+        for k in ["t_rpc_bytes_per_s", "t_model_bytes_per_s", "efficiency"] {
+            assert!(p["model"][k].is_number(), "{lab}: model.{k}");
+        }
+        for k in ["retransmits", "bytes_in_flight_max", "cwnd_estimate_max", "efficiency_loss"] {
+            assert!(p["tcp"][k].is_number(), "{lab}: tcp.{k}");
+        }
+        assert_eq!(p["tcp"]["retransmits"], 0, "{lab}: no loss on the delay line");
+        if limit == "rpc_window" {
+            assert!(eff >= 0.9, "{lab}: efficiency {eff}");
+            // Advice: more RPCs in flight, with peer_credits to match.
+            let adv = p["advice"].as_array().unwrap();
+            assert!(
+                adv.iter().any(|a| a["setting"].as_str().unwrap().contains("max_rpcs_in_flight")
+                    || a["setting"].as_str().unwrap().contains("concurrency")),
+                "{lab}: {adv:?}"
+            );
+        } else {
+            let adv = &p["advice"][0];
+            let n: u64 = adv["value"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("peer_credits=")
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(n >= 32, "{lab}: advice {adv}");
+            assert!(adv["command"].as_str().unwrap().contains("peer_credits=32"), "{lab}: {adv}");
+            // The credit bound: 8 messages of 1 MiB per RTT.
+            let credit =
+                p["model"]["bounds"].as_array().unwrap().iter().find(|b| b["limit"] == "lnet_credits").unwrap()
+                    ["bytes_per_s"]
+                    .as_f64()
+                    .unwrap();
+            let want = 8.0 * 1_048_576.0 / (rtt_ms / 1000.0);
+            assert!((credit - want).abs() / want < 0.03, "{lab}: credit bound {credit} vs {want}");
+        }
+        eprintln!("{lab}: {limit}, efficiency {eff:.3}, RTT p50 {rtt:.3} ms (min {min:.3})");
+    }
+}
+
+#[test]
+fn link_rate_bounds_and_needed_rif() {
+    // With a 10 Gbit/s link the RPC window stays binding and the RIF needed to fill the
+    // link is 2 × BDP / BS.
+    let r =
+        report(&common::lab_dir().join("lst_write_rtt20_c8_pc8").join("trace.pcap.zst"), &["--link-rate", "10Gbit"]);
+    let p = &r["peers"][0];
+    assert_eq!(p["binding_limit"], "rpc_window");
+    let rtt = p["model"]["inputs"]["rtt_s"].as_f64().unwrap();
+    let bs = p["model"]["inputs"]["bs_bytes"].as_f64().unwrap();
+    let want = (2.0 * 1.25e9 * rtt / bs).floor() as u64 + 1;
+    assert_eq!(p["model"]["needed_rif"].as_u64(), Some(want));
+    assert_eq!(p["model"]["link_source"], "--link-rate");
+}
