@@ -49,6 +49,7 @@ pub fn window_rate(bytes: f64, rtt_s: f64) -> f64 {
 
 /// Seed 003, equation 4: predicted bandwidth b1 from a base point (s0, c0, l0, b0) for RPC
 /// size s1, RPCs in flight c1 and latency l1, with the fitted constant k.
+#[allow(clippy::too_many_arguments)]
 pub fn seed003_b1(k: f64, s0: f64, c0: f64, l0: f64, b0: f64, s1: f64, c1: f64, l1: f64) -> f64 {
     (1.0 / k) * (s1 / s0) * (c1 / c0) * (l0 / l1) * b0
 }
