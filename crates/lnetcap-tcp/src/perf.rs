@@ -32,6 +32,8 @@ pub struct DirPerf {
     pub retransmits_spurious: u64,
     /// Retransmitted payload bytes.
     pub bytes_retransmitted: u64,
+    /// Segments behind the highest sequence that filled a hole the capture had not seen.
+    pub out_of_order: u64,
     /// Duplicate ACKs sent by the receiver for this direction's data.
     pub dup_acks: u64,
     /// ACKs advertising a zero window (receiver side).
@@ -80,6 +82,48 @@ pub(crate) struct DirState {
     max_hist: VecDeque<(i64, u32)>,
     last_raw_window: u16,
     max_raw_window: u16,
+    seen: Seen,
+}
+
+/// Sequence ranges the capture has seen, recent ones only (bounded).
+#[derive(Debug, Default)]
+struct Seen {
+    /// [start, end) in sequence space, ascending from `base`.
+    ranges: VecDeque<(u32, u32)>,
+}
+
+/// Ranges remembered (older ones are forgotten).
+const MAX_SEEN_RANGES: usize = 256;
+
+impl Seen {
+    fn overlaps(&self, a: u32, b: u32) -> bool {
+        self.ranges.iter().any(|&(s, e)| after(e, a) && after(b, s))
+    }
+
+    fn add(&mut self, a: u32, b: u32) {
+        if !after(b, a) {
+            return;
+        }
+        let (mut a, mut b) = (a, b);
+        // Merge every range that touches [a, b).
+        self.ranges.retain(|&(s, e)| {
+            let touches = !after(s, b) && !after(a, e);
+            if touches {
+                if after(a, s) {
+                    a = s;
+                }
+                if after(e, b) {
+                    b = e;
+                }
+            }
+            !touches
+        });
+        let pos = self.ranges.iter().position(|&(s, _)| after(s, a)).unwrap_or(self.ranges.len());
+        self.ranges.insert(pos, (a, b));
+        while self.ranges.len() > MAX_SEEN_RANGES {
+            self.ranges.pop_front();
+        }
+    }
 }
 
 /// Most TSvals remembered per direction.
@@ -93,7 +137,10 @@ fn after(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
 }
 
-fn parse_opts(opts: &[u8]) -> (Option<(u32, u32)>, Option<u8>, Vec<(u32, u32)>) {
+/// (timestamps (TSval, TSecr), window scale, SACK blocks) of a segment's options.
+type Opts = (Option<(u32, u32)>, Option<u8>, Vec<(u32, u32)>);
+
+fn parse_opts(opts: &[u8]) -> Opts {
     let (mut ts, mut ws, mut sack) = (None, None, Vec::new());
     let mut i = 0;
     while i < opts.len() {
@@ -165,8 +212,8 @@ impl ConnPerf {
         }
         // TCP timestamps: a TSval first seen now; an echo closes the peer's loop.
         if let Some((tsval, tsecr)) = ts_opt {
-            if !me.tsvals.contains_key(&tsval) {
-                me.tsvals.insert(tsval, s.ts);
+            if let std::collections::hash_map::Entry::Vacant(e) = me.tsvals.entry(tsval) {
+                e.insert(s.ts);
                 me.tsval_order.push_back(tsval);
                 if me.tsval_order.len() > MAX_TSVALS {
                     if let Some(old) = me.tsval_order.pop_front() {
@@ -190,7 +237,16 @@ impl ConnPerf {
                 me.perf.data_segments += 1;
                 me.perf.payload_bytes += u64::from(s.len);
                 let is_probe = s.len <= 1 && me.snd_max.is_some_and(|m| seq.wrapping_add(1) == m);
-                let retrans = me.snd_max.is_some_and(|m| after(m, seq)) && !is_probe;
+                let behind = me.snd_max.is_some_and(|m| after(m, seq)) && !is_probe;
+                // Like tcptrace: a retransmission repeats bytes the capture already saw; a
+                // segment behind the highest sequence that fills a hole never seen is out of
+                // order (reordered, or resent after a loss before the capture point).
+                let repeats = behind && me.seen.overlaps(seq, end);
+                if behind && !repeats {
+                    me.perf.out_of_order += 1;
+                }
+                me.seen.add(seq, end);
+                let retrans = repeats;
                 if retrans {
                     me.perf.retransmits += 1;
                     me.perf.bytes_retransmitted += u64::from(s.len);
@@ -206,6 +262,13 @@ impl ConnPerf {
                         if after(sg.end, seq) && !after(sg.end, end) {
                             sg.retransmitted = true;
                         }
+                    }
+                } else if behind {
+                    // A late hole filler: an ACK covering it was held back by the hole, so it
+                    // is ambiguous for RTT like a retransmission.
+                    let pos = me.sent.iter().position(|sg| after(sg.end, end)).unwrap_or(me.sent.len());
+                    if me.sent.len() < MAX_SENT {
+                        me.sent.insert(pos, SentSeg { end, ts: s.ts, retransmitted: true });
                     }
                 } else if !is_probe && me.sent.len() < MAX_SENT {
                     me.sent.push_back(SentSeg { end, ts: s.ts, retransmitted: false });
@@ -231,7 +294,7 @@ impl ConnPerf {
             }
         }
         // This segment's ACK field acknowledges the peer's data.
-        if s.has_ack && !s.syn || s.has_ack && s.syn {
+        if s.has_ack {
             me.last_raw_window = s.window;
             me.max_raw_window = me.max_raw_window.max(s.window);
             let ack = s.ack;
@@ -254,17 +317,20 @@ impl ConnPerf {
                 if peer.snd_una.is_none_or(|u| after(ack, u)) {
                     peer.snd_una = Some(ack);
                 }
-                // Karn: a sample from the newest fully acknowledged first transmission.
+                // Karn, as tcptrace applies it: a sample only from the segment this ACK ends at
+                // exactly, and only if that segment was never retransmitted (an ACK that jumps
+                // over a repaired hole says nothing about the segments it covers).
                 let mut sample = None;
+                let mut covers_retransmitted = false;
                 while let Some(sg) = peer.sent.front() {
                     if after(sg.end, ack) {
                         break;
                     }
-                    if !sg.retransmitted {
-                        sample = Some(s.ts - sg.ts);
-                    }
+                    covers_retransmitted |= sg.retransmitted;
+                    sample = (sg.end == ack && !covers_retransmitted).then(|| s.ts - sg.ts);
                     peer.sent.pop_front();
                 }
+
                 if let Some(x) = sample {
                     peer.perf.data_ack_samples.push(x);
                     peer.perf.loop_samples.push(x);
