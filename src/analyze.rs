@@ -134,6 +134,47 @@ pub(crate) struct Report {
     pub tool: String,
     pub files: Vec<FileReport>,
     pub peers: Vec<PeerEntry>,
+    /// Fits across the captures (with two or more peers in all).
+    pub fits: Option<Fits>,
+}
+
+/// Models fitted across captures of one workload (seeds 002 and 003).
+#[derive(Debug, Serialize)]
+pub(crate) struct Fits {
+    /// Points used: (file, RTT s, RPC size bytes, RPCs in flight, throughput bytes/s).
+    pub points: Vec<(String, f64, f64, f64, f64)>,
+    /// Seed 002: Θ(τ) = B / τ; B in bytes, and the largest relative error.
+    pub buffer_bytes: Option<f64>,
+    /// Largest relative error of the B / τ fit.
+    pub buffer_fit_error: Option<f64>,
+    /// Seed 003 equation 4's k against the first point, and its largest relative error.
+    pub k: Option<f64>,
+    /// Largest relative error of the k fit.
+    pub k_fit_error: Option<f64>,
+}
+
+fn fits(peers: &[PeerEntry]) -> Option<Fits> {
+    let points: Vec<(String, f64, f64, f64, f64)> = peers
+        .iter()
+        .filter(|e| e.model.inputs.rtt_s > 0.0 && e.model.inputs.observed > 0.0)
+        .map(|e| {
+            (e.file.clone(), e.model.inputs.rtt_s, e.model.inputs.bs_bytes, e.model.inputs.rif, e.model.inputs.observed)
+        })
+        .collect();
+    if points.len() < 2 {
+        return None;
+    }
+    let buf = lnetcap_model::fit_buffer_profile(&points.iter().map(|p| (p.1, p.4)).collect::<Vec<_>>());
+    let base = (points[0].2, points[0].3, points[0].1, points[0].4);
+    let rest: Vec<(f64, f64, f64, f64)> = points[1..].iter().map(|p| (p.2, p.3, p.1, p.4)).collect();
+    let k = lnetcap_model::fit_seed003_k(base, &rest);
+    Some(Fits {
+        points,
+        buffer_bytes: buf.map(|b| b.0),
+        buffer_fit_error: buf.map(|b| b.1),
+        k: k.map(|x| x.0),
+        k_fit_error: k.map(|x| x.1),
+    })
 }
 
 pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
@@ -148,6 +189,7 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
         tool: format!("lnetcap {}", env!("CARGO_PKG_VERSION")),
         files: Vec::new(),
         peers: Vec::new(),
+        fits: None,
     };
     for path in &a.files {
         let name = path.display().to_string();
@@ -215,6 +257,9 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
     }
     if let Some(mut w) = rpc_out {
         w.flush()?;
+    }
+    if a.files.len() > 1 {
+        report.fits = fits(&report.peers);
     }
     if let Some(p) = &a.json {
         let mut w = BufWriter::new(File::create(p).with_context(|| format!("creating {}", p.display()))?);
@@ -380,6 +425,21 @@ fn print_model(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
 }
 
 fn print_summary(out: &mut impl Write, r: &Report) -> Result<()> {
+    print_files(out, r)?;
+    if let Some(f) = &r.fits {
+        writeln!(out)?;
+        writeln!(out, "fits across {} captures", f.points.len())?;
+        if let (Some(b), Some(e)) = (f.buffer_bytes, f.buffer_fit_error) {
+            writeln!(out, "  seed 002  Θ(τ) = B / τ with B = {} (largest error {:.0} %): a buffer of that size bounds data in transit", bytes(b), e * 100.0)?;
+        }
+        if let (Some(k), Some(e)) = (f.k, f.k_fit_error) {
+            writeln!(out, "  seed 003  k = {k:.2} (largest error {:.0} %) against {}", e * 100.0, f.points[0].0)?;
+        }
+    }
+    Ok(())
+}
+
+fn print_files(out: &mut impl Write, r: &Report) -> Result<()> {
     for f in &r.files {
         let dur = f.span_ns.map_or(0.0, |[a, b]| (b - a) as f64 / 1e9);
         let und: u64 = f.frames.undecodable.values().sum();

@@ -153,17 +153,42 @@ pub struct Output {
 }
 
 const BASE_TIME_NS: i64 = 1_795_300_000_000_000_000;
+/// Initial congestion window (RFC 6928).
+const INITIAL_CWND_SEGMENTS: u64 = 10;
+/// Largest congestion window (the socket buffers' limit), bytes.
+const MAX_CWND: f64 = 64.0 * 1024.0 * 1024.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
     LinkFree(usize),
-    SegArrive { conn: usize, dir: usize, off: u64, len: u64 },
-    Retransmit { conn: usize, dir: usize, off: u64, len: u64 },
+    SegArrive {
+        conn: usize,
+        dir: usize,
+        off: u64,
+        len: u64,
+    },
+    Retransmit {
+        conn: usize,
+        dir: usize,
+        off: u64,
+        len: u64,
+    },
     Connect(usize),
     SynAckDone(usize),
     ServerStart(usize),
     FinalReply(usize),
     ClientIssue(usize),
+    /// An ACK for direction `dir`'s data reaches its sender.
+    AckArrive {
+        conn: usize,
+        dir: usize,
+        ack: u64,
+    },
+    /// The receiver of direction `dir`'s data sends a delayed ACK.
+    DelAck {
+        conn: usize,
+        dir: usize,
+    },
 }
 
 /// Bytes written into a stream, or a message payload: literal bytes, or zeros (bulk data)
@@ -189,6 +214,12 @@ struct TxDir {
     pieces: Vec<(u64, Piece)>,
     written: u64,
     snd_nxt: u64,
+    /// Acknowledged up to here (at the sender).
+    snd_una: u64,
+    /// Congestion window and slow-start threshold, bytes (Reno-style: slow start, then
+    /// one MSS per round trip; halved on a loss).
+    cwnd: f64,
+    ssthresh: f64,
 }
 
 impl TxDir {
@@ -625,6 +656,24 @@ impl Sim {
         let tsval = self.tsval(src_h, t);
         self.emit_packet(conn, dir, 0x10, self.conns[conn].tx[dir].snd_nxt, &[], 0, t, Some(arrive));
         self.conns[conn].rx[dir].last_tsval = tsval;
+        let ack = self.conns[conn].rx[1 - dir].rcv_nxt;
+        self.schedule(arrive, Ev::AckArrive { conn, dir: 1 - dir, ack });
+    }
+
+    fn on_ack_arrive(&mut self, conn: usize, dir: usize, ack: u64) {
+        let mss = self.mss(conn) as f64;
+        let tx = &mut self.conns[conn].tx[dir];
+        if ack > tx.snd_una {
+            let acked = (ack - tx.snd_una) as f64;
+            tx.snd_una = ack;
+            if tx.cwnd < tx.ssthresh {
+                tx.cwnd += acked;
+            } else {
+                tx.cwnd += mss * acked / tx.cwnd;
+            }
+            tx.cwnd = tx.cwnd.min(MAX_CWND);
+            self.kick(conn, dir);
+        }
     }
 
     fn send_segment(&mut self, conn: usize, dir: usize, off: u64, len: u64, retrans: bool) -> i64 {
@@ -665,12 +714,20 @@ impl Sim {
         for k in 0..n {
             let idx = (self.links[li].rr + k) % n;
             let (conn, dir) = self.links[li].users[idx];
-            let tx = &self.conns[conn].tx[dir];
-            if tx.snd_nxt < tx.written {
-                let src_h = self.conns[conn].hosts[dir];
-                let max = if self.cfg.tso && self.capture_host(src_h) { self.mss(conn) * 7 } else { self.mss(conn) };
+            let mss = self.mss(conn);
+            let tx = &mut self.conns[conn].tx[dir];
+            if tx.cwnd == 0.0 {
+                tx.cwnd = (INITIAL_CWND_SEGMENTS * mss) as f64;
+                tx.ssthresh = MAX_CWND;
+            }
+            let room = (tx.cwnd as u64).saturating_sub(tx.snd_nxt - tx.snd_una);
+            let pending = tx.written - tx.snd_nxt;
+            let src_h = self.conns[conn].hosts[dir];
+            let max = if self.cfg.tso && self.capture_host(src_h) { mss * 7 } else { mss };
+            if pending > 0 && room >= pending.min(max) {
+                let tx = &self.conns[conn].tx[dir];
                 let off = tx.snd_nxt;
-                let len = (tx.written - off).min(max);
+                let len = (tx.written - off).min(max).min(room);
                 self.conns[conn].tx[dir].snd_nxt += len;
                 let ser = self.send_segment(conn, dir, off, len, false);
                 self.links[li].rr = idx + 1;
@@ -696,6 +753,7 @@ impl Sim {
         rx.last_tsval = tsval;
         let end = off + len;
         let mut out_of_order = false;
+        let had_hole = !rx.ooo.is_empty();
         if off <= rx.rcv_nxt {
             rx.rcv_nxt = rx.rcv_nxt.max(end);
             while let Some((&o, &e)) = rx.ooo.first_key_value() {
@@ -710,12 +768,16 @@ impl Sim {
             *e = (*e).max(end);
             out_of_order = true;
         }
+        let filled_hole = !out_of_order && had_hole;
         rx.unacked_segs += 1;
         let burst_end = self.conns[conn].tx[dir].snd_nxt == end;
         let rx = &mut self.conns[conn].rx[dir];
-        if out_of_order || rx.unacked_segs >= 2 || burst_end {
+        if out_of_order || filled_hole || rx.unacked_segs >= 2 || burst_end {
             rx.unacked_segs = 0;
             self.pure_ack(conn, 1 - dir);
+        } else if rx.unacked_segs == 1 {
+            let t = self.now + (self.cfg.rtt_ns / 8).clamp(50_000, 1_000_000);
+            self.schedule(t, Ev::DelAck { conn, dir });
         }
         // Deliver complete messages.
         loop {
@@ -1459,7 +1521,19 @@ impl Sim {
                 }
                 Ev::SegArrive { conn, dir, off, len } => self.on_arrive(conn, dir, off, len),
                 Ev::Retransmit { conn, dir, off, len } => {
+                    // A loss: multiplicative decrease.
+                    let mss = self.mss(conn) as f64;
+                    let tx = &mut self.conns[conn].tx[dir];
+                    tx.cwnd = (tx.cwnd / 2.0).max(2.0 * mss);
+                    tx.ssthresh = tx.cwnd;
                     self.send_segment(conn, dir, off, len, true);
+                }
+                Ev::AckArrive { conn, dir, ack } => self.on_ack_arrive(conn, dir, ack),
+                Ev::DelAck { conn, dir } => {
+                    if self.conns[conn].rx[dir].unacked_segs > 0 {
+                        self.conns[conn].rx[dir].unacked_segs = 0;
+                        self.pure_ack(conn, 1 - dir);
+                    }
                 }
                 Ev::Connect(c) => self.connect(c),
                 Ev::SynAckDone(c) => self.syn_ack_done(c),
@@ -1571,9 +1645,19 @@ impl Sim {
             );
             o.insert("kind".into(), json!(msg.kind));
             match base.get(&(msg.conn, msg.dir)) {
-                Some(&b) if msg.off >= b => o.insert("stream_offset".into(), json!(msg.off - b)),
-                _ => o.insert("before_capture".into(), json!(true)),
-            };
+                Some(&b) if msg.off >= b => {
+                    o.insert("stream_offset".into(), json!(msg.off - b));
+                }
+                other => {
+                    o.insert("before_capture".into(), json!(true));
+                    // The part of a message that straddles the start of the capture.
+                    if let Some(&b) = other {
+                        if msg.off + msg.len > b {
+                            o.insert("bytes_after_capture_start".into(), json!(msg.off + msg.len - b));
+                        }
+                    }
+                }
+            }
             o.insert("wire_len".into(), json!(msg.len));
             o.insert("header_captured".into(), json!(header_captured));
             o.insert("role".into(), json!(msg.role.name()));
