@@ -121,10 +121,14 @@ pub(crate) struct ModelReport {
     pub bounds: Vec<Bound>,
     /// The inputs.
     pub inputs: ModelInput,
-    /// Best rate seen over a 1 s window (bytes/s): the link carries at least this.
+    /// Best rate seen over a 1 s window (or a third of the active period, if shorter),
+    /// bytes/s: the link carries at least this.
     pub best_sustained_bytes_per_s: f64,
     /// Where the link rate comes from: `--link-rate` or `not given`.
     pub link_source: &'static str,
+    /// The steady window spans at least 10 round trips (shorter captures are dominated by
+    /// TCP slow start and the first RPCs; their verdict is flagged).
+    pub steady_state: bool,
 }
 
 /// The JSON report.
@@ -300,8 +304,10 @@ fn model_peer(
     let bs = if rpcs > 0 { (peer.bytes_read + peer.bytes_written) as f64 / rpcs as f64 } else { 0.0 };
     // The best sustained rate: the largest 1 s mean of the per-interval bulk rate.
     let rates: Vec<f64> = peer.timeseries.iter().map(|r| r.read_bytes_per_s + r.write_bytes_per_s).collect();
+    // Windows of 1 s, or a third of the active period when it is shorter.
     let span = if peer.timeseries.len() >= 2 {
-        ((1e9 / (peer.timeseries[1].t_ns - peer.timeseries[0].t_ns).max(1) as f64).round() as usize).max(1)
+        let per_s = (1e9 / (peer.timeseries[1].t_ns - peer.timeseries[0].t_ns).max(1) as f64).round() as usize;
+        per_s.min(peer.timeseries.len() / 3).max(1)
     } else {
         1
     };
@@ -346,6 +352,9 @@ fn model_peer(
             inputs: inp,
             best_sustained_bytes_per_s: best,
             link_source: if link_rate.is_some() { "--link-rate" } else { "not given" },
+            steady_state: peer
+                .steady_window_ns
+                .is_some_and(|[a, b]| rtt_us > 0.0 && (b - a) as f64 >= 10.0 * rtt_us * 1000.0),
         },
         advice,
         peer,
@@ -371,7 +380,15 @@ fn bytes(b: f64) -> String {
 fn print_model(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
     let m = &e.model;
     let r = &e.rtt_us;
-    writeln!(out, "  observed vs model")?;
+    writeln!(
+        out,
+        "  observed vs model{}",
+        if m.steady_state {
+            ""
+        } else {
+            "  (caution: the steady window is shorter than 10 round trips; slow start and ramp-up weigh on every number)"
+        }
+    )?;
     writeln!(
         out,
         "    RTT          {} (min {}; capture point near the {}: client loop {}, server loop {})",

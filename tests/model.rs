@@ -93,3 +93,17 @@ fn link_rate_bounds_and_needed_rif() {
     assert_eq!(p["model"]["needed_rif"].as_u64(), Some(want));
     assert_eq!(p["model"]["link_source"], "--link-rate");
 }
+
+#[test]
+fn fixtures_credit_limit_and_short_captures_flagged() {
+    // The credits fixture: selftest reads, 32 RPCs in flight, peer_credits 8, 20 ms RTT.
+    let r = report(&common::root().join("fixtures/synth/credits.pcap.zst"), &[]);
+    let p = &r["peers"][0];
+    assert_eq!(p["binding_limit"], "lnet_credits");
+    assert_eq!(p["messages_in_flight"]["inferred_peer_credits"], 8);
+    assert_eq!(p["rpcs_in_flight"]["max"], 32);
+    assert_eq!(p["model"]["steady_state"], true);
+    // A few milliseconds of metadata RPCs are no steady state: the verdict says so.
+    let r = report(&common::root().join("fixtures/synth/metadata.pcap"), &[]);
+    assert_eq!(r["peers"][0]["model"]["steady_state"], false);
+}

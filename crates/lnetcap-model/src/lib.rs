@@ -287,7 +287,14 @@ pub fn advise(
             // RIF to reach the next bound (or the link).
             let target = inp.link.map_or(next_bound, |(l, _)| l.min(next_bound));
             if target.is_finite() && inp.bs_bytes > 0.0 {
-                let n = (target * 2.0 * inp.rtt_s / inp.bs_bytes).ceil().max(inp.rif.ceil() + 1.0) as u64;
+                let mut n = (target * 2.0 * inp.rtt_s / inp.bs_bytes).ceil().max(inp.rif.ceil() + 1.0) as u64;
+                // Without the link rate the capture cannot tell how far the window may grow:
+                // advise no more than doubling it.
+                let capped = inp.link.is_none() && n as f64 > 2.0 * inp.rif.ceil();
+                if capped {
+                    n = (2.0 * inp.rif.ceil()).max(inp.rif.ceil() + 1.0) as u64;
+                }
+                let unknown = if capped { " (the link rate is not known: this doubles the window; give --link-rate for the value that fills the link)" } else { "" };
                 let (setting, command) = if selftest {
                     ("lst --concurrency".to_string(), format!("lst add_test ... --concurrency {n} ..."))
                 } else {
@@ -298,11 +305,12 @@ pub fn advise(
                     value: n.to_string(),
                     command,
                     reason: format!(
-                        "throughput follows T_rpc = RIF × BS / (2 × RTT) = {:.1} × {:.2} MiB / (2 × {:.1} ms) = {:.1} MB/s; {n} RPCs in flight reach the next limit ({:.1} MB/s)",
+                        "throughput follows T_rpc = RIF × BS / (2 × RTT) = {:.1} × {:.2} MiB / (2 × {:.1} ms) = {:.1} MB/s; {n} RPCs in flight would carry {:.1} MB/s (next limit {:.1} MB/s){unknown}",
                         inp.rif,
                         mib,
                         inp.rtt_s * 1e3,
                         out.t_rpc_bytes_per_s / 1e6,
+                        t_rpc(n as f64, inp.bs_bytes, inp.rtt_s).min(target) / 1e6,
                         target / 1e6
                     ),
                 });

@@ -1355,7 +1355,9 @@ impl Tracker {
                         }
                     })
                     .collect();
-                let messages_in_flight = credit_inference(dirs, p.rif.max);
+                // Request → bulk start: where a server waits for a credit to send its bulk
+                // (bulk end → reply includes the inherent ZC-ACK / LNet ACK round trip).
+                let messages_in_flight = credit_inference(dirs, p.rif.max, p.phase[1].mean(), rtt);
                 let mut series = Vec::new();
                 let rif: BTreeMap<i64, _> = p.rif.intervals().collect();
                 let m0: BTreeMap<i64, _> = p.mif[0].intervals().collect();
@@ -1488,23 +1490,46 @@ fn conn_type_of(c: &ConnTrack) -> (u32, bool) {
 /// Finds where peer_credits binds: the highest count of LNet messages in flight from one
 /// side, held for a large share of the busy time while more RPCs were in flight than
 /// messages (so messages were waiting for credits, not for work).
-fn credit_inference(dirs: Vec<MessagesDirection>, rif_max: i64) -> MessagesInFlight {
+fn credit_inference(
+    dirs: Vec<MessagesDirection>,
+    rif_max: i64,
+    wait_us: Option<f64>,
+    rtt_us: Option<f64>,
+) -> MessagesInFlight {
     let max = dirs.iter().map(|d| d.max).max().unwrap_or(0);
     let best = dirs.iter().filter(|d| d.max > 0).max_by(|a, b| a.time_at_max.total_cmp(&b.time_at_max));
+    // Messages wait for credits when, with the plateau held, RPCs spend time at the server
+    // between request and bulk start (where the bulk awaits a credit). An unconstrained RPC
+    // has about half its RPCs' worth of messages in flight (its bulk holds a credit for one
+    // of its two round trips) and starts its bulk at once.
+    let waited = match (wait_us, rtt_us) {
+        (Some(w), Some(r)) => w >= 0.25 * r,
+        _ => true,
+    };
     let (inferred, evidence) = match best {
-        Some(d) if d.time_at_max >= 0.2 && rif_max > d.max => (
+        Some(d) if d.time_at_max >= 0.5 && rif_max > d.max && waited => (
             Some(d.max),
             format!(
-                "{} → {}: at most {} LNet messages in flight, held for {:.0}% of the busy time while up to {} RPCs were in flight: messages waited for credits",
+                "{} → {}: at most {} LNet messages in flight, held for {:.0}% of the busy time while up to {} RPCs were in flight and RPCs waited {:.1} ms at the server: messages waited for credits",
                 d.from,
                 d.to,
                 d.max,
                 d.time_at_max * 100.0,
-                rif_max
+                rif_max,
+                wait_us.unwrap_or(0.0) / 1000.0
             ),
         ),
         Some(d) if rif_max <= d.max => (None, format!("not reached: RPCs in flight (max {rif_max}) never exceeded LNet messages in flight (max {})", d.max)),
-        Some(d) => (None, format!("no plateau: the maximum of {} messages in flight was held for only {:.0}% of the busy time", d.max, d.time_at_max * 100.0)),
+        Some(d) if !waited => (
+            None,
+            format!(
+                "not binding: up to {} messages in flight for up to {rif_max} RPCs, but RPCs did not wait at the server ({:.1} ms against a {:.1} ms round trip)",
+                d.max,
+                wait_us.unwrap_or(0.0) / 1000.0,
+                rtt_us.unwrap_or(0.0) / 1000.0
+            ),
+        ),
+        Some(d) => (None, format!("no plateau: the maximum of {} messages in flight was held for only {:.0}% of the busy time (a binding credit limit holds it most of the time)", d.max, d.time_at_max * 100.0)),
         None => (None, "no LNet messages between the pair".into()),
     };
     MessagesInFlight { max, inferred_peer_credits: inferred, evidence, directions: dirs }

@@ -157,7 +157,7 @@ pub fn scenario(name: &str) -> Option<Config> {
         },
         "credits" => Config {
             workload: Workload::LstBrw { write: false, size: 1 << 20 },
-            rpcs_per_client: 96,
+            rpcs_per_client: 384,
             concurrency: 32,
             peer_credits: 8,
             rtt_ns: 20_000_000,

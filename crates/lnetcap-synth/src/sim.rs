@@ -613,7 +613,8 @@ impl Sim {
                 opts.push(1);
             }
         }
-        let window: u16 = if syn { 65_535 } else { 2048 };
+        // 32768 << 11 = 64 MiB: the receive window never limits below the congestion window cap.
+        let window: u16 = if syn { 65_535 } else { 32_768 };
         let ip_id = c.ip_id[dir];
         let fam = self.fam(conn);
         let c = &self.conns[conn];

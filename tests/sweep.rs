@@ -1,0 +1,72 @@
+//! Seed 000's single-client figure, reproduced with lnetcap-synth: LNet selftest reads of
+//! 1 MiB over a 20 ms RTT with peer_credits 8, sweeping RPCs in flight. Throughput tracks
+//! T_rpc = RIF × BS / (2 × RTT) while RIF ≤ peer_credits and falls away above it; lnetcap
+//! names the RPC window below and the LNet credits at 32 RPCs in flight, with the advice to
+//! raise peer_credits. A lossy run names TCP congestion.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn run(dir: &Path, name: &str, args: &[&str]) -> Value {
+    let cap = dir.join(format!("{name}.pcap"));
+    let mut synth = vec!["synth", "--scenario", "credits", "-o", cap.to_str().unwrap()];
+    synth.extend_from_slice(args);
+    let o = Command::new(env!("CARGO_BIN_EXE_lnetcap")).args(&synth).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let json = dir.join(format!("{name}.json"));
+    let o = Command::new(env!("CARGO_BIN_EXE_lnetcap"))
+        .args(["analyze", "-q", "--json", json.to_str().unwrap(), cap.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    r["peers"][0].clone()
+}
+
+#[test]
+fn seed000_single_client_figure_and_a_lossy_run() {
+    let dir = std::env::temp_dir().join(format!("lnetcap-sweep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut eff = Vec::new();
+    for conc in [1u32, 2, 4, 8, 32] {
+        let rpcs = (conc * 12).max(96).to_string();
+        let p = run(
+            &dir,
+            &format!("c{conc}"),
+            &["--concurrency", &conc.to_string(), "--rpcs", &rpcs, "--peer-credits", "8"],
+        );
+        let observed = p["throughput_bytes_per_s"].as_f64().unwrap();
+        let trpc = p["model"]["t_rpc_bytes_per_s"].as_f64().unwrap();
+        let e = observed / trpc;
+        eprintln!(
+            "RIF {conc:>2}: observed {:.1} MB/s, T_rpc {:.1} MB/s ({:.0} %), binding {}",
+            observed / 1e6,
+            trpc / 1e6,
+            e * 100.0,
+            p["binding_limit"]
+        );
+        if conc <= 8 {
+            assert_eq!(p["binding_limit"], "rpc_window", "RIF {conc}");
+            assert!(e >= 0.9, "RIF {conc}: throughput tracks T_rpc ({e:.2})");
+        } else {
+            assert_eq!(p["binding_limit"], "lnet_credits", "RIF {conc}");
+            assert_eq!(p["messages_in_flight"]["inferred_peer_credits"], 8);
+            assert!(e < 0.5, "RIF {conc}: throughput falls away from T_rpc ({e:.2})");
+            let credit = 8.0 * 1_048_576.0 / (p["rtt_us"]["p50"].as_f64().unwrap() / 1e6);
+            assert!(observed <= 1.02 * credit, "RIF {conc}: above the credit window");
+            let adv = &p["advice"][0];
+            assert!(adv["command"].as_str().unwrap().contains("peer_credits=32"), "{adv}");
+        }
+        eff.push(e);
+    }
+    assert!(eff[4] < eff[3] && eff[4] < eff[2], "efficiency falls above peer_credits: {eff:?}");
+    // Loss: 0.5 % of segments, RPC window 8 and credits 64: TCP congestion control binds.
+    let p = run(&dir, "lossy", &["--concurrency", "8", "--rpcs", "96", "--peer-credits", "64", "--loss", "0.005"]);
+    assert_eq!(p["binding_limit"], "tcp_congestion", "{}", p["model"]);
+    assert!(p["tcp"]["retransmits"].as_u64().unwrap() > 0);
+    assert!(p["tcp"]["efficiency_loss"].as_f64().unwrap() > 0.3, "{}", p["tcp"]);
+    assert!(p["advice"][0]["setting"].as_str().unwrap().contains("TCP"), "{}", p["advice"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
