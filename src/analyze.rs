@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -26,10 +26,12 @@ pub(crate) struct AnalyzeArgs {
     /// Capture files (pcap or pcapng, optionally gzip or zstd compressed); `-` reads stdin.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
-    /// Write the JSON report here (docs/analyze-json.md).
+    /// Write the JSON report here (docs/analyze-json.md); `-` writes it to stdout instead
+    /// of the terminal summary.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Write one JSON line per RPC here.
+    /// Write one JSON line per RPC here; `-` writes them to stdout instead of the terminal
+    /// summary.
     #[arg(long, value_name = "FILE")]
     pub rpcs: Option<PathBuf>,
     /// LNet acceptor TCP port (repeatable). Default 988.
@@ -104,6 +106,25 @@ pub(crate) struct PeerEntry {
     pub binding_limit: &'static str,
     /// What to change.
     pub advice: Vec<Advice>,
+    /// The model per interval of the time series (intervals with bulk traffic).
+    pub intervals: Vec<IntervalModel>,
+}
+
+/// The model evaluated on one interval.
+#[derive(Debug, Serialize)]
+pub(crate) struct IntervalModel {
+    /// Interval start, ns.
+    pub t_ns: i64,
+    /// Bulk bytes per second in the interval.
+    pub observed_bytes_per_s: f64,
+    /// T_rpc with the interval's mean RPCs in flight.
+    pub t_rpc_bytes_per_s: f64,
+    /// The smallest bound.
+    pub t_model_bytes_per_s: f64,
+    /// The binding limit of the interval.
+    pub binding_limit: &'static str,
+    /// Congestion-window estimate in the interval, bytes.
+    pub cwnd_estimate: Option<u64>,
 }
 
 /// The model's numbers for a peer.
@@ -181,12 +202,24 @@ fn fits(peers: &[PeerEntry]) -> Option<Fits> {
     })
 }
 
+/// An output file, or stdout for `-`.
+fn create_output(p: &Path) -> Result<BufWriter<Box<dyn Write>>> {
+    let w: Box<dyn Write> = if p.as_os_str() == "-" {
+        Box::new(io::stdout())
+    } else {
+        Box::new(File::create(p).with_context(|| format!("creating {}", p.display()))?)
+    };
+    Ok(BufWriter::with_capacity(1 << 16, w))
+}
+
 pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
     let mut code = exit::OK;
-    let mut rpc_out = match &a.rpcs {
-        Some(p) => Some(BufWriter::new(File::create(p).with_context(|| format!("creating {}", p.display()))?)),
-        None => None,
-    };
+    let is_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    if is_stdout(&a.json) && is_stdout(&a.rpcs) {
+        eprintln!("lnetcap: --json - and --rpcs - cannot both write to stdout");
+        return Ok(exit::USAGE);
+    }
+    let mut rpc_out = a.rpcs.as_deref().map(create_output).transpose()?;
     let multi = a.files.len() > 1;
     let mut report = Report {
         schema_version: REPORT_SCHEMA_VERSION,
@@ -266,12 +299,12 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
         report.fits = fits(&report.peers);
     }
     if let Some(p) = &a.json {
-        let mut w = BufWriter::new(File::create(p).with_context(|| format!("creating {}", p.display()))?);
+        let mut w = create_output(p)?;
         serde_json::to_writer_pretty(&mut w, &report)?;
         w.write_all(b"\n")?;
         w.flush()?;
     }
-    if !a.quiet {
+    if !a.quiet && !is_stdout(&a.json) && !is_stdout(&a.rpcs) {
         let stdout = io::stdout();
         let mut out = BufWriter::new(stdout.lock());
         print_summary(&mut out, &report)?;
@@ -328,6 +361,32 @@ fn model_peer(
     };
     let out = evaluate(&inp);
     tcp.efficiency_loss = out.tcp_efficiency_loss;
+    let interval_ns =
+        if peer.timeseries.len() >= 2 { peer.timeseries[1].t_ns - peer.timeseries[0].t_ns } else { 100_000_000 };
+    let cwnd_iv = lnetcap_rpc::tcp::cwnd_by_interval(&conns, &bulk, (rtt_us * 1000.0) as i64, interval_ns.max(1));
+    let intervals = peer
+        .timeseries
+        .iter()
+        .filter(|r| r.read_bytes_per_s + r.write_bytes_per_s > 0.0 && r.rpcs_in_flight_mean > 0.0)
+        .map(|r| {
+            let cw = cwnd_iv.get(&r.t_ns).copied();
+            let i = ModelInput {
+                observed: r.read_bytes_per_s + r.write_bytes_per_s,
+                rif: r.rpcs_in_flight_mean,
+                cwnd_bytes: cw.map(|c| c as f64),
+                ..inp.clone()
+            };
+            let o = evaluate(&i);
+            IntervalModel {
+                t_ns: r.t_ns,
+                observed_bytes_per_s: i.observed,
+                t_rpc_bytes_per_s: o.t_rpc_bytes_per_s,
+                t_model_bytes_per_s: o.t_model_bytes_per_s,
+                binding_limit: o.binding_limit.as_str(),
+                cwnd_estimate: cw,
+            }
+        })
+        .collect();
     let selftest = peer.rpcs_by_opcode.keys().any(|k| k.starts_with("BRW"));
     let advice = advise(
         &inp,
@@ -357,6 +416,7 @@ fn model_peer(
                 .is_some_and(|[a, b]| rtt_us > 0.0 && (b - a) as f64 >= 10.0 * rtt_us * 1000.0),
         },
         advice,
+        intervals,
         peer,
     }
 }
@@ -434,11 +494,44 @@ fn print_model(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
             String::new()
         }
     )?;
+    if let Some(line) = limit_over_time(e) {
+        writeln!(out, "    over time    {line}")?;
+    }
     for a in &e.advice {
         writeln!(out, "    advice       {} = {}: {}", a.setting, a.value, a.reason)?;
         writeln!(out, "                 $ {}", a.command)?;
     }
     Ok(())
+}
+
+/// The binding limit over time, as runs of consecutive intervals with bulk traffic:
+/// `tcp_congestion 0.0-0.3 s, lnet_credits 0.3-3.0 s` (seconds from the peer's first
+/// interval). None when one limit binds throughout.
+fn limit_over_time(e: &PeerEntry) -> Option<String> {
+    const SHOWN: usize = 6;
+    let iv = &e.intervals;
+    let t0 = e.peer.timeseries.first()?.t_ns;
+    let step = match e.peer.timeseries.as_slice() {
+        [a, b, ..] => b.t_ns - a.t_ns,
+        _ => return None,
+    };
+    let mut runs: Vec<(&str, i64, i64)> = Vec::new();
+    for i in iv {
+        match runs.last_mut() {
+            Some(r) if r.0 == i.binding_limit && r.2 == i.t_ns => r.2 = i.t_ns + step,
+            _ => runs.push((i.binding_limit, i.t_ns, i.t_ns + step)),
+        }
+    }
+    if runs.iter().all(|r| r.0 == e.binding_limit) {
+        return None;
+    }
+    let s = |t: i64| (t - t0) as f64 / 1e9;
+    let mut parts: Vec<String> =
+        runs.iter().take(SHOWN).map(|(l, a, b)| format!("{l} {:.1}-{:.1} s", s(*a), s(*b))).collect();
+    if runs.len() > SHOWN {
+        parts.push(format!("... {} more runs (--json intervals)", runs.len() - SHOWN));
+    }
+    Some(format!("{} (per {} ms interval)", parts.join(", "), step / 1_000_000))
 }
 
 fn print_summary(out: &mut impl Write, r: &Report) -> Result<()> {
@@ -524,11 +617,11 @@ fn print_files(out: &mut impl Write, r: &Report) -> Result<()> {
             }
             let h: Vec<String> = p.rpcs_in_flight.histogram.0.iter().map(|(k, v)| format!("{k}:{v}")).collect();
             writeln!(out, "  rpc_stats    rpcs in flight {}", h.join(" "))?;
-            print_model(out, e)?;
             let h: Vec<String> = p.pages_per_rpc.0.iter().map(|(k, v)| format!("{k}:{v}")).collect();
             if !h.is_empty() {
                 writeln!(out, "               pages per rpc  {}", h.join(" "))?;
             }
+            print_model(out, e)?;
         }
     }
     Ok(())

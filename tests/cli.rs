@@ -382,3 +382,31 @@ fn other_ports_are_found_by_content_unless_told_not_to() {
     assert!(stderr(&o).contains("no LNet traffic found"));
     assert_eq!(summary["frames"]["other_traffic"], summary["frames"]["frames"]);
 }
+
+#[test]
+fn analyze_writes_json_and_rpcs_to_stdout_with_dash() {
+    let f = fixture("lst-read.pcap");
+    let dir = std::env::temp_dir().join(format!("lnetcap-dash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, rpcs) = (dir.join("r.json"), dir.join("r.jsonl"));
+    let o = lnetcap(&[
+        "analyze",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+        "--rpcs",
+        rpcs.to_str().unwrap(),
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // `--json -`: the report on stdout, exactly the file's, and no terminal summary.
+    let o = lnetcap(&["analyze", "--json", "-", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(o.stdout, std::fs::read(&json).unwrap());
+    let o = lnetcap(&["analyze", "--rpcs", "-", f.to_str().unwrap()]);
+    assert_eq!(o.stdout, std::fs::read(&rpcs).unwrap());
+    let o = lnetcap(&["analyze", "--rpcs", "-", "--json", "-", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cannot both"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

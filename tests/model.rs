@@ -10,9 +10,10 @@ use serde_json::Value;
 
 fn report(path: &std::path::Path, extra: &[&str]) -> Value {
     let out = std::env::temp_dir().join(format!(
-        "lnetcap-model-{}-{}.json",
+        "lnetcap-model-{}-{}-{}.json",
         std::process::id(),
-        path.parent().unwrap().file_name().unwrap().to_string_lossy()
+        path.parent().unwrap().file_name().unwrap().to_string_lossy(),
+        path.file_name().unwrap().to_string_lossy()
     ));
     let mut args = vec!["analyze", "-q", "--json", out.to_str().unwrap(), path.to_str().unwrap()];
     args.extend_from_slice(extra);
@@ -106,4 +107,44 @@ fn fixtures_credit_limit_and_short_captures_flagged() {
     // A few milliseconds of metadata RPCs are no steady state: the verdict says so.
     let r = report(&common::root().join("fixtures/synth/metadata.pcap"), &[]);
     assert_eq!(r["peers"][0]["model"]["steady_state"], false);
+}
+
+#[test]
+fn interval_model_follows_slow_start_and_the_true_window() {
+    // The lab runs lose nothing: TCP binds only while the window opens (slow start at the
+    // start of the capture), then the run's own limit binds to the end.
+    for (lab, limit) in [
+        ("lst_write_rtt20_c8_pc8", "rpc_window"),
+        ("ptlrpc_read_rtt20_c8_pc8", "rpc_window"),
+        ("lst_read_rtt50_c32_pc8", "lnet_credits"),
+    ] {
+        let r = report(&common::lab_dir().join(lab).join("trace.pcap.zst"), &[]);
+        let iv = r["peers"][0]["intervals"].as_array().unwrap();
+        assert!(iv.len() >= 20, "{lab}: {} intervals", iv.len());
+        let first_other = iv.iter().position(|i| i["binding_limit"] != "tcp_congestion").unwrap();
+        assert!(first_other <= 3, "{lab}: slow start lasts {first_other} intervals");
+        assert!(iv[first_other..].iter().all(|i| i["binding_limit"] == limit), "{lab}: {iv:?}");
+        // Without loss the window estimate never shrinks.
+        let cw: Vec<u64> = iv.iter().filter_map(|i| i["cwnd_estimate"].as_u64()).collect();
+        assert!(cw.windows(2).all(|w| w[1] >= w[0]), "{lab}: {cw:?}");
+        // The bound is a bound: no interval runs much above it (bytes are counted when an
+        // RPC's bulk completes, so one interval can take a little of the next one's).
+        for i in iv {
+            let (o, m) = (i["observed_bytes_per_s"].as_f64().unwrap(), i["t_model_bytes_per_s"].as_f64().unwrap());
+            assert!(o <= 1.15 * m, "{lab}: {i}");
+        }
+    }
+    // The synthetic fixtures: no estimate exceeds the simulator's window.
+    for name in ["credits", "lossy", "lst-read", "lst-write", "ost-read", "ost-write", "cpp2", "tso", "wrap"] {
+        let dir = common::root().join("fixtures/synth");
+        let cap = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with(&format!("{name}.pcap")))
+            .unwrap();
+        let r = report(&cap, &[]);
+        let truth = common::read_jsonl(&dir.join(format!("{name}.truth.jsonl")));
+        let n = common::check_cwnd_against_truth(&r["peers"][0], &truth, false);
+        assert!(n >= 1, "{name}");
+    }
 }

@@ -4,6 +4,8 @@
 //! names the RPC window below and the LNet credits at 32 RPCs in flight, with the advice to
 //! raise peer_credits. A lossy run names TCP congestion.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -22,7 +24,9 @@ fn run(dir: &Path, name: &str, args: &[&str]) -> Value {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    r["peers"][0].clone()
+    let mut p = r["peers"][0].clone();
+    p["truth"] = Value::Array(common::read_jsonl(&dir.join(format!("{name}.pcap.truth.jsonl"))));
+    p
 }
 
 #[test]
@@ -68,5 +72,10 @@ fn seed000_single_client_figure_and_a_lossy_run() {
     assert!(p["tcp"]["retransmits"].as_u64().unwrap() > 0);
     assert!(p["tcp"]["efficiency_loss"].as_f64().unwrap() > 0.3, "{}", p["tcp"]);
     assert!(p["advice"][0]["setting"].as_str().unwrap().contains("TCP"), "{}", p["advice"]);
+    // The per-interval window estimate follows the simulator's window through the losses:
+    // never above it, and (the RPC window of 8 MiB always had data waiting) never below half.
+    let n = common::check_cwnd_against_truth(&p, p["truth"].as_array().unwrap(), true);
+    assert!(n >= 20, "{n} intervals");
+    assert!(p["intervals"].as_array().unwrap().iter().all(|i| i["binding_limit"] == "tcp_congestion"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -48,3 +48,49 @@ pub fn read_jsonl(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
 }
+
+/// Checks a peer's per-interval congestion-window estimates (`intervals[].cwnd_estimate`
+/// of `analyze --json`) against the simulator's window (`cwnd` truth records, per 100 ms of
+/// sender time): an estimate never exceeds the sum, over the bulk sender's directions, of
+/// the largest true window in its interval or the one before (the capture sees the sender's
+/// flight up to a round trip late), plus one MSS per direction for the sampling. With
+/// `cwnd_limited`, the sender always had data waiting, so the estimate must also reach half
+/// the smallest true window of its interval. Returns the intervals checked.
+pub fn check_cwnd_against_truth(peer: &Value, truth: &[Value], cwnd_limited: bool) -> usize {
+    use std::collections::HashMap;
+    let reads = peer["bytes_read"].as_u64().unwrap() > peer["bytes_written"].as_u64().unwrap();
+    let server = peer["connections"][0]["tcp"].as_str().unwrap().rsplit("->").next().unwrap().to_string();
+    // (direction, bucket) → (min, max)
+    let mut cw: HashMap<(String, i64), (u64, u64)> = HashMap::new();
+    let mut dirs = std::collections::BTreeSet::new();
+    for r in truth.iter().filter(|r| r["type"] == "cwnd") {
+        let tcp = r["tcp"].as_str().unwrap();
+        // Bulk flows from the server on reads (its direction starts with its endpoint).
+        if tcp.starts_with(&server) != reads {
+            continue;
+        }
+        dirs.insert(tcp.to_string());
+        cw.insert(
+            (tcp.to_string(), r["t_ns"].as_i64().unwrap()),
+            (r["min_bytes"].as_u64().unwrap(), r["max_bytes"].as_u64().unwrap()),
+        );
+    }
+    let mut n = 0;
+    for iv in peer["intervals"].as_array().unwrap() {
+        let Some(est) = iv["cwnd_estimate"].as_u64() else { continue };
+        let t = iv["t_ns"].as_i64().unwrap();
+        let get = |d: &String, b: i64| cw.get(&(d.clone(), b)).copied();
+        let hi: u64 = dirs
+            .iter()
+            .map(|d| [t, t - 100_000_000].iter().filter_map(|&b| get(d, b)).map(|x| x.1).max().unwrap_or(0))
+            .sum();
+        let slack = 9000 * dirs.len() as u64;
+        assert!(est <= hi + slack, "interval {t}: estimate {est} above the true window {hi}");
+        if cwnd_limited {
+            let lo: u64 = dirs.iter().filter_map(|d| get(d, t)).map(|x| x.0).sum();
+            assert!(2 * est >= lo, "interval {t}: estimate {est} below half the true window {lo}");
+        }
+        n += 1;
+    }
+    n
+}

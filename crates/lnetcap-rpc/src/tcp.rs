@@ -140,8 +140,8 @@ pub fn tcp_report(
             *env_sum.entry(t).or_default() += f;
         }
         let mut last = std::collections::BTreeMap::new();
-        for &(t, _, wnd) in &p.inflight {
-            last.insert(t.div_euclid(w) * w, wnd);
+        for f in &p.inflight {
+            last.insert(f.t.div_euclid(w) * w, f.rwnd);
         }
         for (t, wnd) in last {
             *rwnd.entry(t).or_default() += wnd;
@@ -172,4 +172,25 @@ pub fn bulk_directions(conns: &[ConnPerfRef<'_>], server_sends: bool) -> Vec<(us
         .filter(|(_, c)| c.dirs[dir_of(c)].payload_bytes * 10 >= total && total > 0)
         .map(|(i, c)| (i, dir_of(c)))
         .collect()
+}
+
+/// Congestion-window estimate per interval, summed over the bulk directions: each
+/// direction's largest flight since its last loss or idle restart (`DirPerf::cwnd_held`;
+/// idle means no ACK for max(200 ms, 2 RTT), Linux's minimum RTO and then some), at its
+/// largest within the interval.
+pub fn cwnd_by_interval(
+    conns: &[ConnPerfRef<'_>],
+    bulk_dirs: &[(usize, usize)],
+    rtt_ns: i64,
+    interval_ns: i64,
+) -> std::collections::BTreeMap<i64, u64> {
+    let iv = interval_ns.max(1);
+    let idle = (2 * rtt_ns).max(200_000_000);
+    let mut out = std::collections::BTreeMap::new();
+    for &(ci, d) in bulk_dirs {
+        for (t, f) in conns[ci].dirs[d].cwnd_held(iv, idle) {
+            *out.entry(t).or_default() += f;
+        }
+    }
+    out
 }

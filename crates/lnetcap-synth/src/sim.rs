@@ -157,6 +157,9 @@ const BASE_TIME_NS: i64 = 1_795_300_000_000_000_000;
 const INITIAL_CWND_SEGMENTS: u64 = 10;
 /// Largest congestion window (the socket buffers' limit), bytes.
 const MAX_CWND: f64 = 64.0 * 1024.0 * 1024.0;
+/// The congestion-window truth is kept per bucket of this many ns (the default interval of
+/// `lnetcap analyze`).
+const CWND_BUCKET_NS: i64 = 100_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
@@ -220,9 +223,21 @@ struct TxDir {
     /// one MSS per round trip; halved on a loss).
     cwnd: f64,
     ssthresh: f64,
+    /// Congestion-window truth: per `CWND_BUCKET_NS` bucket of sender time, (smallest,
+    /// largest, window cuts), from the first segment on.
+    cwnd_trace: BTreeMap<i64, (u64, u64, u32)>,
 }
 
 impl TxDir {
+    /// Records the window at `now` (after a change), `cut`: it was a loss cut.
+    fn note_cwnd(&mut self, now: i64, cut: bool) {
+        let w = self.cwnd as u64;
+        let e = self.cwnd_trace.entry(now.div_euclid(CWND_BUCKET_NS) * CWND_BUCKET_NS).or_insert((w, w, 0));
+        e.0 = e.0.min(w);
+        e.1 = e.1.max(w);
+        e.2 += u32::from(cut);
+    }
+
     fn write(&mut self, p: Piece) -> u64 {
         let off = self.written;
         self.written += p.len();
@@ -673,6 +688,7 @@ impl Sim {
                 tx.cwnd += mss * acked / tx.cwnd;
             }
             tx.cwnd = tx.cwnd.min(MAX_CWND);
+            tx.note_cwnd(self.now, false);
             self.kick(conn, dir);
         }
     }
@@ -720,6 +736,7 @@ impl Sim {
             if tx.cwnd == 0.0 {
                 tx.cwnd = (INITIAL_CWND_SEGMENTS * mss) as f64;
                 tx.ssthresh = MAX_CWND;
+                tx.note_cwnd(self.now, false);
             }
             let room = (tx.cwnd as u64).saturating_sub(tx.snd_nxt - tx.snd_una);
             let pending = tx.written - tx.snd_nxt;
@@ -1506,6 +1523,17 @@ impl Sim {
         self.send_hello(conn, 0, ct);
     }
 
+    /// `src:port->dst:port` of a connection direction, as the truth file names it.
+    fn tcp_label(&self, conn: usize, dir: usize) -> String {
+        let c = &self.conns[conn];
+        let fam = self.peers[c.peer].fam;
+        let ep = |h: usize, port: u16| match self.hosts[h].ip[fam] {
+            IpAddr::V4(x) => format!("{x}:{port}"),
+            IpAddr::V6(x) => format!("[{x}]:{port}"),
+        };
+        format!("{}->{}", ep(c.hosts[dir], c.ports[dir]), ep(c.hosts[1 - dir], c.ports[1 - dir]))
+    }
+
     /// Runs the simulation to the end and writes the capture and truth.
     pub fn run(mut self, scenario: &str, seed: u64) -> Output {
         let mut guard = 0u64;
@@ -1527,6 +1555,7 @@ impl Sim {
                     let tx = &mut self.conns[conn].tx[dir];
                     tx.cwnd = (tx.cwnd / 2.0).max(2.0 * mss);
                     tx.ssthresh = tx.cwnd;
+                    tx.note_cwnd(self.now, true);
                     self.send_segment(conn, dir, off, len, true);
                 }
                 Ev::AckArrive { conn, dir, ack } => self.on_ack_arrive(conn, dir, ack),
@@ -1623,13 +1652,6 @@ impl Sim {
             };
             let header_captured =
                 (0..hdr_bytes).all(|k| frame_of(&spans, msg.conn, msg.dir, msg.off + k).is_some_and(|f| f.2));
-            let conn = &self.conns[msg.conn];
-            let (a, b) = (conn.hosts[msg.dir], conn.hosts[1 - msg.dir]);
-            let fam = self.peers[msg.peer].fam;
-            let ep = |h: usize, port: u16| match self.hosts[h].ip[fam] {
-                IpAddr::V4(x) => format!("{x}:{port}"),
-                IpAddr::V6(x) => format!("[{x}]:{port}"),
-            };
             let mut o = Map::new();
             o.insert("type".into(), json!("message"));
             o.insert("captured".into(), json!(first.is_some() && last.is_some()));
@@ -1640,10 +1662,7 @@ impl Sim {
                 o.insert("ts_last_ns".into(), json!(l.1));
                 msg_times[m] = Some((f.0, f.1, l.0, l.1));
             }
-            o.insert(
-                "tcp".into(),
-                json!(format!("{}->{}", ep(a, conn.ports[msg.dir]), ep(b, conn.ports[1 - msg.dir]))),
-            );
+            o.insert("tcp".into(), json!(self.tcp_label(msg.conn, msg.dir)));
             o.insert("kind".into(), json!(msg.kind));
             match base.get(&(msg.conn, msg.dir)) {
                 Some(&b) if msg.off >= b => {
@@ -1753,6 +1772,17 @@ impl Sim {
                 "early_replies": early.len(),
                 "messages": rpc.msgs.len(),
             }));
+        }
+        // The congestion-window truth per connection direction, in sender time.
+        for (ci, conn) in self.conns.iter().enumerate() {
+            for dir in 0..2 {
+                let tcp = self.tcp_label(ci, dir);
+                for (&t, &(lo, hi, cuts)) in &conn.tx[dir].cwnd_trace {
+                    truth.push(json!({
+                        "type": "cwnd", "tcp": tcp, "t_ns": t, "min_bytes": lo, "max_bytes": hi, "cuts": cuts,
+                    }));
+                }
+            }
         }
         let n = pkts.len();
         Output { capture: w.finish(), truth, packets: n }

@@ -44,14 +44,29 @@ pub struct DirPerf {
     pub wscale_inferred: bool,
     /// Largest bytes in flight (sender's view).
     pub inflight_max: u64,
-    /// (capture time, bytes in flight, receive window) samples, one per ACK.
-    pub inflight: Vec<(i64, u64, u64)>,
+    /// Bytes in flight, one sample per ACK (at most `MAX_INFLIGHT_SAMPLES`).
+    pub inflight: Vec<FlightSample>,
     /// Payload segments.
     pub data_segments: u64,
     /// Payload bytes of all segments (retransmissions included).
     pub payload_bytes: u64,
     /// Time with no data outstanding and none sent for more than a loop (ns).
     pub idle_ns: i64,
+}
+
+/// What the sender had in flight when an ACK reached it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlightSample {
+    /// Capture time of the ACK, ns.
+    pub t: i64,
+    /// Bytes sent and not yet acknowledged (nor selectively acknowledged).
+    pub flight: u64,
+    /// Receive window the ACK advertised, bytes (scaled).
+    pub rwnd: u64,
+    /// The sender was recovering from a loss (a retransmission not yet acknowledged past
+    /// everything sent before it): the flight counts bytes the sender has given up as
+    /// lost, so it is no evidence of the congestion window.
+    pub recovery: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -69,6 +84,8 @@ pub(crate) struct DirState {
     sent: VecDeque<SentSeg>,
     snd_max: Option<u32>,
     snd_una: Option<u32>,
+    /// Loss recovery until the ACK passes this sequence.
+    recover: Option<u32>,
     last_ack: Option<u32>,
     dup_count: u32,
     last_progress_ts: i64,
@@ -77,7 +94,7 @@ pub(crate) struct DirState {
     tsvals: HashMap<u32, i64>,
     tsval_order: VecDeque<u32>,
     /// ACKs waiting for the look-ahead: (capture time, ack, window bytes, sacked bytes).
-    pending: VecDeque<(i64, u32, u64, u64)>,
+    pending: VecDeque<(i64, u32, u64, u64, bool)>,
     /// snd_max history for the look-ahead: (capture time, snd_max).
     max_hist: VecDeque<(i64, u32)>,
     last_raw_window: u16,
@@ -253,10 +270,14 @@ impl ConnPerf {
                     let loop_ns = median(&peer_loop(&me.perf)).unwrap_or(0);
                     if me.snd_una.is_some_and(|u| !after(end, u)) {
                         me.perf.retransmits_spurious += 1;
-                    } else if me.dup_count >= 3 {
-                        me.perf.retransmits_fast += 1;
-                    } else if s.ts - me.last_progress_ts >= (2 * loop_ns).max(200_000_000) {
-                        me.perf.retransmits_timeout += 1;
+                    } else {
+                        if me.dup_count >= 3 {
+                            me.perf.retransmits_fast += 1;
+                        } else if s.ts - me.last_progress_ts >= (2 * loop_ns).max(200_000_000) {
+                            me.perf.retransmits_timeout += 1;
+                        }
+                        // Loss recovery lasts until everything sent so far is acknowledged.
+                        me.recover = me.snd_max;
                     }
                     for sg in me.sent.iter_mut() {
                         if after(sg.end, seq) && !after(sg.end, end) {
@@ -343,7 +364,10 @@ impl ConnPerf {
                 .filter(|(l, r)| after(*r, *l) && after(*r, ack))
                 .map(|(l, r)| u64::from(r.wrapping_sub(*l)))
                 .sum();
-            peer.pending.push_back((s.ts, ack, wnd, sacked));
+            if peer.recover.is_some_and(|r| !after(r, ack)) {
+                peer.recover = None;
+            }
+            peer.pending.push_back((s.ts, ack, wnd, sacked, peer.recover.is_some()));
         }
     }
 
@@ -353,7 +377,7 @@ impl ConnPerf {
     pub(crate) fn settle(&mut self, now: i64, owd: [i64; 2], all: bool) {
         for (d, st) in self.dirs.iter_mut().enumerate() {
             let look = 2 * owd[d];
-            while let Some(&(t, ack, wnd, sacked)) = st.pending.front() {
+            while let Some(&(t, ack, wnd, sacked, recovery)) = st.pending.front() {
                 if !all && t + look > now {
                     break;
                 }
@@ -370,7 +394,7 @@ impl ConnPerf {
                         if after(m, ack) { u64::from(m.wrapping_sub(ack)).saturating_sub(sacked) } else { 0 };
                     st.perf.inflight_max = st.perf.inflight_max.max(inflight);
                     if st.perf.inflight.len() < MAX_INFLIGHT_SAMPLES {
-                        st.perf.inflight.push((t, inflight, wnd));
+                        st.perf.inflight.push(FlightSample { t, flight: inflight, rwnd: wnd, recovery });
                     }
                 }
             }
@@ -445,22 +469,70 @@ impl DirPerf {
     }
 
     /// Envelope of bytes in flight per window of `win_ns`: the largest flight in each
-    /// window (the congestion window estimate where the sender is not application- or
-    /// receive-window-limited).
+    /// window outside loss recovery (the congestion window estimate where the sender is not
+    /// application- or receive-window-limited).
     pub fn flight_envelope(&self, win_ns: i64) -> BTreeMap<i64, u64> {
         let mut m = BTreeMap::new();
         let w = win_ns.max(1);
-        for &(t, f, _) in &self.inflight {
-            let e = m.entry(t.div_euclid(w) * w).or_insert(0);
-            *e = (*e).max(f);
+        for s in self.inflight.iter().filter(|s| !s.recovery) {
+            let e = m.entry(s.t.div_euclid(w) * w).or_insert(0);
+            *e = (*e).max(s.flight);
         }
         m
+    }
+
+    /// Congestion-window estimate per window of `win_ns`: the largest flight seen since the
+    /// last loss recovery or idle restart. Without loss a sender's window does not shrink,
+    /// so a window where the application sent less keeps the estimate it had reached; after
+    /// a loss the estimate restarts from what is in flight once recovery ends (during
+    /// recovery it is not known and the window has no entry). An ACK-less gap longer than
+    /// `idle_ns` also restarts it, as Linux's `tcp_slow_start_after_idle` does.
+    pub fn cwnd_held(&self, win_ns: i64, idle_ns: i64) -> BTreeMap<i64, u64> {
+        let w = win_ns.max(1);
+        let mut out = BTreeMap::new();
+        let mut held = 0u64;
+        let mut last_t: Option<i64> = None;
+        for s in &self.inflight {
+            if s.recovery || last_t.is_some_and(|l| s.t - l > idle_ns) {
+                held = 0;
+            }
+            last_t = Some(s.t);
+            if s.recovery {
+                continue;
+            }
+            held = held.max(s.flight);
+            let e = out.entry(s.t.div_euclid(w) * w).or_insert(0);
+            *e = (*e).max(held);
+        }
+        out
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_cwnd_held_through_recovery_and_idle() {
+        let fs = |t: i64, flight: u64, recovery: bool| FlightSample { t, flight, rwnd: 1 << 20, recovery };
+        let p = DirPerf {
+            inflight: vec![
+                fs(0, 100, false),
+                fs(10, 300, false),
+                fs(20, 150, false), // application-limited: the window is still 300
+                fs(30, 900, true),  // recovery: the old flight, not the window
+                fs(40, 120, false), // after recovery: restart from the new flight
+                fs(45, 200, false),
+                fs(500, 50, false), // after an idle gap > 100: restart
+            ],
+            ..DirPerf::default()
+        };
+        let m = p.cwnd_held(10, 100);
+        let got: Vec<(i64, u64)> = m.into_iter().collect();
+        assert_eq!(got, vec![(0, 100), (10, 300), (20, 300), (40, 200), (500, 50)]);
+        // The envelope leaves recovery out too.
+        assert_eq!(p.flight_envelope(100).into_iter().collect::<Vec<_>>(), vec![(0, 300), (500, 50)]);
+    }
 
     fn ts_opts(tsval: u32, tsecr: u32) -> Vec<u8> {
         let mut o = vec![1, 1, 8, 10];
