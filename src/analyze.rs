@@ -313,6 +313,35 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
     Ok(code)
 }
 
+/// The server's own time per RPC, s: the quickest RPC's (so a bound: queueing behind
+/// credits or in a busy TCP connection, which a capture cannot tell from work, is left
+/// out), with the network round trips it waited for taken out. At the capture
+/// point the server's wait (request → bulk start) is one server loop L_s plus its first
+/// part of work; bulk end → reply is L_s plus its second part, plus the client loop L_c on
+/// reads when the server waited for the bulk's acknowledgement (LNet ACK or zero-copy ACK;
+/// taken when that phase is at least 80 % of L_c + L_s, the loops' jitter allowed). None
+/// when LNet credits bind (the wait for a credit at the server cannot be told from its
+/// work) or the loops are unknown. pb_service_time is whole seconds of the server's clock
+/// and at least 1 (Lustre reports max(1, elapsed seconds)), so only a value v > 1 says
+/// something: at least v − 1 s.
+fn server_time_s(peer: &PeerReport, rtt: &RttReport, reads: bool) -> Option<f64> {
+    if peer.messages_in_flight.inferred_peer_credits.is_some() {
+        return None;
+    }
+    let (ls, lc) = (rtt.server_loop_us?, rtt.client_loop_us?);
+    let ph = &peer.phases;
+    let wait = ph.server_wait_min_us.map(|w| (w - ls).max(0.0));
+    let after = ph.server_min_us.map(|v| {
+        let acked = reads && ph.server_wait_min_us.is_some() && v >= 0.8 * (lc + ls);
+        (v - ls - if acked { lc } else { 0.0 }).max(0.0)
+    });
+    if wait.is_none() && after.is_none() {
+        return None;
+    }
+    let s = (wait.unwrap_or(0.0) + after.unwrap_or(0.0)) / 1e6;
+    Some(s.max(ph.service_time_s.unwrap_or(0.0) - 1.0))
+}
+
 /// TCP behaviour and the throughput model for one peer pair.
 fn model_peer(
     pipe: &lnetcap_lnet::pipeline::Pipeline,
@@ -356,7 +385,7 @@ fn model_peer(
         credits: peer.messages_in_flight.inferred_peer_credits.map(|c| (c as f64, bulk_msg)),
         cwnd_bytes: (tcp.cwnd_estimate_p50 > 0).then_some(tcp.cwnd_estimate_p50 as f64),
         rwnd_bytes: if tcp.rwnd_scale_unknown { None } else { tcp.rwnd_p50.map(|x| x as f64) },
-        server: None,
+        server_s: server_time_s(&peer, &rtt, reads),
         link: link_rate.map(|l| (l, true)),
     };
     let out = evaluate(&inp);

@@ -52,6 +52,10 @@ pub(crate) struct SynthArgs {
     /// LNet peer credits.
     #[arg(long)]
     pub peer_credits: Option<i32>,
+    /// The server's time per RPC in ms, from the request's arrival to its bulk (or reply);
+    /// any number of RPCs at once.
+    #[arg(long)]
+    pub service_ms: Option<f64>,
 }
 
 fn scenario_help() -> String {
@@ -95,6 +99,12 @@ pub(crate) fn run(a: &SynthArgs) -> Result<u8> {
     }
     if let Some(v) = a.peer_credits {
         cfg.peer_credits = v.max(1);
+    }
+    if let Some(v) = a.service_ms {
+        if !(0.0..=600_000.0).contains(&v) {
+            bail!("--service-ms must be between 0 and 600000, got {v}");
+        }
+        cfg.service_ns = (v * 1e6) as i64;
     }
     let out = generate(&a.scenario, cfg, a.seed);
     std::fs::write(&a.output, &out.capture).with_context(|| format!("writing {}", a.output.display()))?;

@@ -148,3 +148,48 @@ fn interval_model_follows_slow_start_and_the_true_window() {
         assert!(n >= 1, "{name}");
     }
 }
+
+/// The synthetic fixtures, with their truth.
+fn synth_fixtures() -> Vec<(String, std::path::PathBuf, Vec<Value>)> {
+    let dir = common::root().join("fixtures/synth");
+    let mut v: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().contains(".pcap"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap().split(".pcap").next().unwrap().to_string();
+            let truth = common::read_jsonl(&dir.join(format!("{name}.truth.jsonl")));
+            (name, p, truth)
+        })
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+#[test]
+fn rtt_and_server_time_agree_with_the_simulator() {
+    let mut checked = 0;
+    for (name, cap, truth) in synth_fixtures() {
+        let sc = &truth[0];
+        let rtt = sc["rtt_ns"].as_f64().unwrap() / 1000.0;
+        let service = sc["service_ns"].as_f64().unwrap() / 1e9;
+        let r = report(&cap, &[]);
+        for p in r["peers"].as_array().unwrap() {
+            // The smallest loop sum is the path's RTT (the simulator has no jitter); the
+            // median carries delayed ACKs and queueing, a little above it.
+            let (min, p50) = (p["rtt_us"]["min"].as_f64().unwrap(), p["rtt_us"]["p50"].as_f64().unwrap());
+            assert!((min - rtt).abs() <= 0.005 * rtt, "{name}: RTT min {min} µs vs {rtt}");
+            assert!(p50 >= min && p50 <= 1.02 * rtt, "{name}: RTT p50 {p50} µs vs {rtt}");
+            // The server's own time per RPC, where the model has it: the simulator's service
+            // time, within 1 % of the RTT (the loops taken out are medians; metadata RPCs with early
+            // replies hold theirs 3 ms and more).
+            if let Some(s) = p["model"]["inputs"]["server_s"].as_f64() {
+                if !["metadata", "multi"].contains(&name.as_str()) {
+                    assert!((s - service).abs() <= 0.01 * rtt / 1e6, "{name}: server time {s} s vs {service}");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked >= 8, "{checked} peers with a server time");
+}

@@ -79,3 +79,27 @@ fn seed000_single_client_figure_and_a_lossy_run() {
     assert!(p["intervals"].as_array().unwrap().iter().all(|i| i["binding_limit"] == "tcp_congestion"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_slow_server_is_named() {
+    // 40 ms of server time per RPC against a 2 ms RTT, 8 RPCs in flight and credits to
+    // spare: the server binds at 8 × 1 MiB / (2 × 2 ms + 40 ms) = 190.6 MB/s.
+    let dir = std::env::temp_dir().join(format!("lnetcap-server-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = run(
+        &dir,
+        "server",
+        &["--concurrency", "8", "--rpcs", "200", "--peer-credits", "64", "--rtt-ms", "2", "--service-ms", "40"],
+    );
+    assert_eq!(p["binding_limit"], "server", "{}", p["model"]);
+    let s = p["model"]["inputs"]["server_s"].as_f64().unwrap();
+    assert!((s - 0.040).abs() < 0.0004, "server time {s}");
+    let eff = p["model"]["efficiency"].as_f64().unwrap();
+    assert!(eff > 0.9 && eff <= 1.02, "efficiency {eff}");
+    let bound = p["model"]["t_model_bytes_per_s"].as_f64().unwrap();
+    assert!((bound - 8.0 * 1_048_576.0 / 0.044).abs() / bound < 0.02, "server bound {bound}");
+    // TCP had the window for it: no TCP bound, and no advice to add RPCs in flight.
+    assert!(p["model"]["bounds"].as_array().unwrap().iter().all(|b| b["limit"] != "tcp_congestion"));
+    assert_eq!(p["advice"][0]["setting"], "server", "{}", p["advice"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

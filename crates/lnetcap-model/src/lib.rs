@@ -141,8 +141,10 @@ pub struct ModelInput {
     pub cwnd_bytes: Option<f64>,
     /// Receive window summed over the bulk connections, bytes.
     pub rwnd_bytes: Option<f64>,
-    /// Server time per RPC, s (from pb_service_time), and the RPCs it serves at once.
-    pub server: Option<(f64, f64)>,
+    /// The server's own time per RPC, s: what it spends between receiving a request and
+    /// answering it, the network round trips it waits for taken out (or pb_service_time
+    /// when that is larger; it counts whole seconds).
+    pub server_s: Option<f64>,
     /// Link rate, bytes/s, and whether the user gave it (else: the best rate seen).
     pub link: Option<(f64, bool)>,
 }
@@ -176,13 +178,29 @@ pub struct ModelOutput {
     pub tcp_efficiency_loss: f64,
 }
 
+/// The RPC window with the server's time per RPC: RIF × BS / (2 × RTT + server time).
+pub fn server_bound(rif: f64, bs_bytes: f64, rtt_s: f64, server_s: f64) -> f64 {
+    let d = 2.0 * rtt_s + server_s;
+    if d > 0.0 {
+        rif * bs_bytes / d
+    } else {
+        f64::INFINITY
+    }
+}
+
 /// Bytes per round trip the application offers TCP: half the RPC window's bulk (an RPC's
-/// bulk takes one of its two round trips) or the credit window, whichever is smaller.
+/// bulk takes one of its two round trips), the credit window or what the server serves in
+/// a round trip, whichever is smallest.
 pub fn app_window_bytes(inp: &ModelInput) -> f64 {
     let rpc = inp.rif * inp.bs_bytes / 2.0;
-    match inp.credits {
+    let app = match inp.credits {
         Some((m, size)) => rpc.min(m * size),
         None => rpc,
+    };
+    // A slow server offers no more per round trip than it serves in one.
+    match inp.server_s {
+        Some(s) if s > 0.0 => app.min(server_bound(inp.rif, inp.bs_bytes, inp.rtt_s, s) * inp.rtt_s),
+        _ => app,
     }
 }
 
@@ -207,9 +225,11 @@ pub fn evaluate(inp: &ModelInput) -> ModelOutput {
     if let Some(w) = inp.rwnd_bytes {
         bounds.push(Bound { limit: Limit::ReceiveWindow, bytes_per_s: window_rate(w, inp.rtt_s) });
     }
-    if let Some((t, par)) = inp.server {
+    if let Some(t) = inp.server_s {
+        // Each RPC holds its slot of the RPC window for two round trips plus the server's
+        // time; the server is a bound of its own when that time is a real share of it.
         if t > 0.0 {
-            bounds.push(Bound { limit: Limit::Server, bytes_per_s: par * inp.bs_bytes / t });
+            bounds.push(Bound { limit: Limit::Server, bytes_per_s: server_bound(inp.rif, inp.bs_bytes, inp.rtt_s, t) });
         }
     }
     if let Some((l, _)) = inp.link {
@@ -356,12 +376,20 @@ pub fn advise(
                 reason: format!("the advertised receive window carries {:.1} MB/s at this RTT", out.t_model_bytes_per_s / 1e6),
             });
         }
-        Limit::Server => v.push(Advice {
-            setting: "server".into(),
-            value: "-".into(),
-            command: "lctl get_param ost.OSS.ost_io.stats  # the server's service time bounds throughput".into(),
-            reason: "the server's service time per RPC is the smallest bound".into(),
-        }),
+        Limit::Server => {
+            let s = inp.server_s.unwrap_or(0.0);
+            v.push(Advice {
+                setting: "server".into(),
+                value: "-".into(),
+                command: "lctl get_param ost.OSS.ost_io.stats ost.OSS.ost_io.threads_started  # on the server: service times and threads busy".into(),
+                reason: format!(
+                    "the server holds each RPC {:.1} ms of its own against {:.1} ms of round trips ({:.0} % of an RPC's time); more RPCs in flight help only while the server has idle service threads, which a capture cannot show",
+                    s * 1e3,
+                    2.0 * inp.rtt_s * 1e3,
+                    100.0 * s / (s + 2.0 * inp.rtt_s)
+                ),
+            });
+        }
         Limit::Link => {}
     }
     v

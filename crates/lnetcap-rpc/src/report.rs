@@ -190,6 +190,11 @@ pub struct PhaseReport {
     pub reply_us: Option<f64>,
     /// Mean pb_service_time (s), when captured.
     pub service_time_s: Option<f64>,
+    /// Request → bulk start, smallest (the quickest RPC: no queueing behind credits or
+    /// TCP).
+    pub server_wait_min_us: Option<f64>,
+    /// Bulk end → reply, smallest.
+    pub server_min_us: Option<f64>,
 }
 
 /// One interval of the time series.

@@ -1234,10 +1234,13 @@ impl Tracker {
                 p.pages.tally(rec.bytes.div_ceil(4096));
             }
             let ph = rec.phases;
+            // Where some of the bulk may have gone unseen, its start and end are not known:
+            // only the request and reply phases count.
+            let bulk_known = !rec.missing.contains(&"bulk_unknown");
             for (k, v) in
                 [ph.request_us, ph.server_wait_us, ph.bulk_us, ph.server_us, ph.reply_us].into_iter().enumerate()
             {
-                if let Some(v) = v {
+                if let Some(v) = v.filter(|_| bulk_known || k == 0 || k == 4) {
                     p.phase[k].add(v);
                 }
             }
@@ -1419,6 +1422,8 @@ impl Tracker {
                         server_us: p.phase[3].mean(),
                         reply_us: p.phase[4].mean(),
                         service_time_s: p.service.mean(),
+                        server_wait_min_us: p.phase[1].min(),
+                        server_min_us: p.phase[3].min(),
                     },
                     timeseries: series,
                 }
@@ -1504,7 +1509,9 @@ fn credit_inference(
     // of its two round trips) and starts its bulk at once.
     let waited = match (wait_us, rtt_us) {
         (Some(w), Some(r)) => w >= 0.25 * r,
-        _ => true,
+        (Some(_), None) => true,
+        // No RPC with its whole bulk seen: no evidence that messages waited.
+        (None, _) => false,
     };
     let (inferred, evidence) = match best {
         Some(d) if d.time_at_max >= 0.5 && rif_max > d.max && waited => (
@@ -1520,6 +1527,13 @@ fn credit_inference(
             ),
         ),
         Some(d) if rif_max <= d.max => (None, format!("not reached: RPCs in flight (max {rif_max}) never exceeded LNet messages in flight (max {})", d.max)),
+        Some(d) if wait_us.is_none() => (
+            None,
+            format!(
+                "unknown: up to {} messages in flight for up to {rif_max} RPCs, but no RPC's bulk was seen whole (headers cut by the snaplen?), so whether messages waited for credits cannot be told",
+                d.max
+            ),
+        ),
         Some(d) if !waited => (
             None,
             format!(

@@ -169,6 +169,8 @@ enum Ev {
         dir: usize,
         off: u64,
         len: u64,
+        /// The sender's TSval on the segment.
+        tsval: u32,
     },
     Retransmit {
         conn: usize,
@@ -186,6 +188,8 @@ enum Ev {
         conn: usize,
         dir: usize,
         ack: u64,
+        /// The ACK sender's TSval.
+        tsval: u32,
     },
     /// The receiver of direction `dir`'s data sends a delayed ACK.
     DelAck {
@@ -268,7 +272,18 @@ struct RxDir {
     unacked_segs: u32,
     /// (end offset, message index) in stream order, not yet delivered.
     pending: VecDeque<(u64, usize)>,
+    /// TS.Recent: the newest TSval received from this direction's sender, echoed as TSecr.
     last_tsval: u32,
+}
+
+impl RxDir {
+    /// A segment or ACK carrying `tsval` arrived: TS.Recent only moves forward (RFC 7323;
+    /// a reordered older segment does not pull it back).
+    fn note_tsval(&mut self, tsval: u32) {
+        if (tsval.wrapping_sub(self.last_tsval) as i32) > 0 || self.last_tsval == 0 {
+            self.last_tsval = tsval;
+        }
+    }
 }
 
 struct Conn {
@@ -671,9 +686,8 @@ impl Sim {
         let src_h = self.conns[conn].hosts[dir];
         let tsval = self.tsval(src_h, t);
         self.emit_packet(conn, dir, 0x10, self.conns[conn].tx[dir].snd_nxt, &[], 0, t, Some(arrive));
-        self.conns[conn].rx[dir].last_tsval = tsval;
         let ack = self.conns[conn].rx[1 - dir].rcv_nxt;
-        self.schedule(arrive, Ev::AckArrive { conn, dir: 1 - dir, ack });
+        self.schedule(arrive, Ev::AckArrive { conn, dir: 1 - dir, ack, tsval });
     }
 
     fn on_ack_arrive(&mut self, conn: usize, dir: usize, ack: u64) {
@@ -707,10 +721,8 @@ impl Sim {
         let flags = 0x10 | if psh { 0x08 } else { 0 };
         let tsval = self.tsval(src_h, self.now);
         self.emit_packet(conn, dir, flags, off, &payload, len, self.now, (!lost).then_some(arrive));
-        // The receiver's view of the sender's timestamp (for its TSecr).
         if !lost {
-            self.schedule(arrive, Ev::SegArrive { conn, dir, off, len });
-            let _ = tsval;
+            self.schedule(arrive, Ev::SegArrive { conn, dir, off, len, tsval });
         } else {
             let rto = self.cfg.rtt_ns + (self.cfg.rtt_ns / 4).max(1_000_000);
             self.schedule(self.now + rto, Ev::Retransmit { conn, dir, off, len });
@@ -764,11 +776,9 @@ impl Sim {
         self.pump(li);
     }
 
-    fn on_arrive(&mut self, conn: usize, dir: usize, off: u64, len: u64) {
-        let src_h = self.conns[conn].hosts[dir];
-        let tsval = self.tsval(src_h, self.now - self.owd());
+    fn on_arrive(&mut self, conn: usize, dir: usize, off: u64, len: u64, tsval: u32) {
         let rx = &mut self.conns[conn].rx[dir];
-        rx.last_tsval = tsval;
+        rx.note_tsval(tsval);
         let end = off + len;
         let mut out_of_order = false;
         let had_hole = !rx.ooo.is_empty();
@@ -1548,7 +1558,7 @@ impl Sim {
                     self.links[li].scheduled = false;
                     self.pump(li);
                 }
-                Ev::SegArrive { conn, dir, off, len } => self.on_arrive(conn, dir, off, len),
+                Ev::SegArrive { conn, dir, off, len, tsval } => self.on_arrive(conn, dir, off, len, tsval),
                 Ev::Retransmit { conn, dir, off, len } => {
                     // A loss: multiplicative decrease.
                     let mss = self.mss(conn) as f64;
@@ -1558,7 +1568,12 @@ impl Sim {
                     tx.note_cwnd(self.now, true);
                     self.send_segment(conn, dir, off, len, true);
                 }
-                Ev::AckArrive { conn, dir, ack } => self.on_ack_arrive(conn, dir, ack),
+                Ev::AckArrive { conn, dir, ack, tsval } => {
+                    // The ACK travelled in the other direction: its receiver keeps its TSval
+                    // to echo.
+                    self.conns[conn].rx[1 - dir].note_tsval(tsval);
+                    self.on_ack_arrive(conn, dir, ack);
+                }
                 Ev::DelAck { conn, dir } => {
                     if self.conns[conn].rx[dir].unacked_segs > 0 {
                         self.conns[conn].rx[dir].unacked_segs = 0;
@@ -1635,7 +1650,7 @@ impl Sim {
             "rpcs_per_client": cfg.rpcs_per_client, "concurrency": cfg.concurrency, "peer_credits": cfg.peer_credits,
             "rtt_ns": cfg.rtt_ns, "rate_bps": cfg.rate_bps, "mtu": cfg.mtu, "loss": cfg.loss, "reorder": cfg.reorder,
             "duplicate": cfg.duplicate, "snaplen": cfg.snaplen, "capture_at": format!("{:?}", cfg.capture_at),
-            "midstream": cfg.midstream, "tso": cfg.tso, "packets": pkts.len(),
+            "midstream": cfg.midstream, "tso": cfg.tso, "packets": pkts.len(), "service_ns": cfg.service_ns,
         }));
         let mut msg_times: Vec<Option<(u64, i64, u64, i64)>> = vec![None; self.msgs.len()];
         let mut order: Vec<usize> = (0..self.msgs.len()).collect();
