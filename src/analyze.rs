@@ -140,6 +140,8 @@ pub(crate) struct ModelReport {
     pub efficiency: f64,
     /// Every bound, ascending: limit and bytes/s.
     pub bounds: Vec<Bound>,
+    /// The waterfall from the reference (link, else T_rpc) to the observed rate.
+    pub shares_lost: Vec<lnetcap_model::ShareLost>,
     /// The inputs.
     pub inputs: ModelInput,
     /// Best rate seen over a 1 s window (or a third of the active period, if shorter),
@@ -437,6 +439,7 @@ fn model_peer(
             needed_rif: out.needed_rif,
             efficiency: out.efficiency,
             bounds: out.bounds,
+            shares_lost: out.shares_lost,
             inputs: inp,
             best_sustained_bytes_per_s: best,
             link_source: if link_rate.is_some() { "--link-rate" } else { "not given" },
@@ -523,6 +526,21 @@ fn print_model(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
             String::new()
         }
     )?;
+    let (name, reference) = match m.inputs.link {
+        Some((l, _)) => ("the link", l),
+        None => ("T_rpc", m.t_rpc_bytes_per_s),
+    };
+    if reference > 0.0 && reference.is_finite() {
+        let parts: Vec<String> =
+            m.shares_lost.iter().map(|s| format!("{} {:.1} %", s.limit, s.share * 100.0)).collect();
+        writeln!(
+            out,
+            "    lost         {} of {name} {}/s; {:.1} % reached",
+            if parts.is_empty() { "nothing".into() } else { parts.join(", ") },
+            bytes(reference),
+            100.0 * m.inputs.observed / reference
+        )?;
+    }
     if let Some(line) = limit_over_time(e) {
         writeln!(out, "    over time    {line}")?;
     }

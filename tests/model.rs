@@ -76,6 +76,21 @@ fn lab_binding_limits_efficiency_rtt_and_advice() {
             let want = 8.0 * 1_048_576.0 / (rtt_ms / 1000.0);
             assert!((credit - want).abs() / want < 0.03, "{lab}: credit bound {credit} vs {want}");
         }
+        // The waterfall from T_rpc: the binding limit takes the largest step (none for the
+        // RPC window, the reference itself), and the steps and the observed share add up.
+        let m = &p["model"];
+        let trpc = m["t_rpc_bytes_per_s"].as_f64().unwrap();
+        let steps = m["shares_lost"].as_array().unwrap();
+        let total: f64 = steps.iter().map(|s| s["share"].as_f64().unwrap()).sum();
+        let reached = m["inputs"]["observed"].as_f64().unwrap() / trpc;
+        assert!((total + reached - 1.0).abs() < 1e-9 || reached > 1.0 - total, "{lab}: {steps:?} + {reached}");
+        if limit == "lnet_credits" {
+            assert_eq!(steps[0]["limit"], "lnet_credits", "{lab}: {steps:?}");
+            let credit = m["bounds"][0]["bytes_per_s"].as_f64().unwrap();
+            assert!((steps[0]["share"].as_f64().unwrap() - (1.0 - credit / trpc)).abs() < 1e-9);
+        } else {
+            assert!(steps.iter().all(|s| s["share"].as_f64().unwrap() < 0.05), "{lab}: {steps:?}");
+        }
         eprintln!("{lab}: {limit}, efficiency {eff:.3}, RTT p50 {rtt:.3} ms (min {min:.3})");
     }
 }

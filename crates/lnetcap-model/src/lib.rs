@@ -176,6 +176,40 @@ pub struct ModelOutput {
     /// Share of the model lost to TCP: how much of what the other limits allow the TCP
     /// window cannot carry (0 when TCP is not below them).
     pub tcp_efficiency_loss: f64,
+    /// Where the throughput went, as shares of the reference (the link when given, else
+    /// T_rpc): each limit below the one above it takes its step down, from the reference
+    /// down to T_model; `other` is T_model − observed (what no bound explains). With
+    /// the observed share they add up to 1 (less when observed exceeds the model).
+    pub shares_lost: Vec<ShareLost>,
+}
+
+/// One step of the waterfall from the reference rate down to the observed one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShareLost {
+    /// The limit (`rpc_window`, `lnet_credits`, ...) or `other`.
+    pub limit: &'static str,
+    /// Share of the reference rate, 0-1.
+    pub share: f64,
+}
+
+/// The waterfall: from `reference` down through every bound below it (`bounds` is in
+/// ascending order; the steps come out top down), then to `observed`.
+pub fn shares_lost(reference: f64, bounds: &[Bound], observed: f64) -> Vec<ShareLost> {
+    let mut v = Vec::new();
+    if !(reference.is_finite() && reference > 0.0) {
+        return v;
+    }
+    let mut level = reference;
+    for b in bounds.iter().rev() {
+        if b.bytes_per_s < level {
+            v.push(ShareLost { limit: b.limit.as_str(), share: (level - b.bytes_per_s) / reference });
+            level = b.bytes_per_s;
+        }
+    }
+    if observed < level {
+        v.push(ShareLost { limit: "other", share: (level - observed.max(0.0)) / reference });
+    }
+    v
 }
 
 /// The RPC window with the server's time per RPC: RIF × BS / (2 × RTT + server time).
@@ -262,6 +296,7 @@ pub fn evaluate(inp: &ModelInput) -> ModelOutput {
             .filter(|_| inp.bs_bytes > 0.0)
             .map(|t| (t * 2.0 * inp.rtt_s / inp.bs_bytes).ceil() as u64),
     };
+    let lost = shares_lost(inp.link.map_or(trpc, |(l, _)| l), &bounds, inp.observed);
     ModelOutput {
         t_rpc_bytes_per_s: trpc,
         t_model_bytes_per_s: t_model,
@@ -270,6 +305,7 @@ pub fn evaluate(inp: &ModelInput) -> ModelOutput {
         bounds,
         needed_rif,
         tcp_efficiency_loss: tcp_loss,
+        shares_lost: lost,
     }
 }
 
@@ -456,6 +492,28 @@ mod tests {
         let out = evaluate(&inp);
         assert_eq!(out.binding_limit, Limit::RpcWindow);
         assert!(out.efficiency > 0.9);
+    }
+
+    #[test]
+    fn test_shares_lost_add_up() {
+        // lst_read-like: T_rpc 325, credits 164, observed 127 (MB/s).
+        let b = |limit, x: f64| Bound { limit, bytes_per_s: x * 1e6 };
+        let bounds = [b(Limit::LnetCredits, 164.0), b(Limit::RpcWindow, 325.0), b(Limit::ReceiveWindow, 687.0)];
+        let v = shares_lost(325e6, &bounds, 127e6);
+        assert_eq!(v.iter().map(|s| s.limit).collect::<Vec<_>>(), vec!["lnet_credits", "other"]);
+        assert!((v[0].share - 161.0 / 325.0).abs() < 1e-12);
+        assert!((v[1].share - 37.0 / 325.0).abs() < 1e-12);
+        let total: f64 = v.iter().map(|s| s.share).sum::<f64>() + 127.0 / 325.0;
+        assert!((total - 1.0).abs() < 1e-12);
+        // With a 10 Gbit/s link as the reference, top down: the receive window, the RPC
+        // window, the credits, then what no bound explains.
+        let v = shares_lost(1250e6, &bounds, 127e6);
+        let names: Vec<_> = v.iter().map(|s| s.limit).collect();
+        assert_eq!(names, vec!["receive_window", "rpc_window", "lnet_credits", "other"]);
+        assert!((v[0].share - (1250.0 - 687.0) / 1250.0).abs() < 1e-12);
+        assert!((v[1].share - (687.0 - 325.0) / 1250.0).abs() < 1e-12);
+        // Observed above the model: nothing is `other`.
+        assert!(shares_lost(325e6, &bounds, 200e6).iter().all(|s| s.limit != "other"));
     }
 
     #[test]
