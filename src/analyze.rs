@@ -115,6 +115,11 @@ pub(crate) struct PeerEntry {
 pub(crate) struct IntervalModel {
     /// Interval start, ns.
     pub t_ns: i64,
+    /// RTT in the interval (`min_us`, `mean_us`), when TCP gave samples.
+    pub rtt_us: Option<lnetcap_rpc::tcp::IntervalRtt>,
+    /// RTT the interval's model uses, µs: the peer's median RTT plus the rise of the
+    /// interval's smallest RTT over the capture's (a standing queue).
+    pub model_rtt_us: f64,
     /// Bulk bytes per second in the interval.
     pub observed_bytes_per_s: f64,
     /// T_rpc with the interval's mean RPCs in flight.
@@ -247,7 +252,11 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
             }
             Ok(())
         };
-        let run = run_file(path, config(&a.ports, a.no_detect), |pipe, events| {
+        let cfg = lnetcap_lnet::pipeline::DecodeConfig {
+            series_interval_ns: (a.interval_ms.max(1) * 1_000_000) as i64,
+            ..config(&a.ports, a.no_detect)
+        };
+        let run = run_file(path, cfg, |pipe, events| {
             for ev in events.drain(..) {
                 match ev {
                     LnetEvent::Message(m) => {
@@ -379,6 +388,20 @@ fn model_peer(
         rates.windows(span.min(rates.len()).max(1)).map(|w| w.iter().sum::<f64>() / w.len() as f64).fold(0.0, f64::max);
     let peers_of_server = all.iter().filter(|p| p.server_nid == peer.server_nid).count() as u64;
     let bulk_msg = bs.min(1_048_576.0);
+    // Loss recovery (retransmissions that were not spurious) is congestion control acting.
+    let loss = tcp.retransmits > tcp.retransmits_spurious;
+    let steady_state =
+        peer.steady_window_ns.is_some_and(|[a, b]| rtt_us > 0.0 && (b - a) as f64 >= 10.0 * rtt_us * 1000.0);
+    let interval_ns =
+        if peer.timeseries.len() >= 2 { peer.timeseries[1].t_ns - peer.timeseries[0].t_ns } else { 100_000_000 };
+    let cwnd_iv = lnetcap_rpc::tcp::cwnd_by_interval(&conns, &bulk, (rtt_us * 1000.0) as i64, interval_ns.max(1));
+    // The window still opening over the steady window (its last interval's estimate a
+    // tenth above its first's) is congestion control acting too.
+    let opening_in_steady = peer.steady_window_ns.is_some_and(|[a, b]| {
+        let mut r = cwnd_iv.range(a.div_euclid(interval_ns) * interval_ns..b).map(|(_, c)| *c);
+        let first = r.next();
+        matches!((first, r.next_back()), (Some(f), Some(l)) if l as f64 > 1.1 * f as f64)
+    });
     let inp = ModelInput {
         observed: peer.throughput_bytes_per_s,
         rtt_s: rtt_us / 1e6,
@@ -386,30 +409,56 @@ fn model_peer(
         rif: peer.rpcs_in_flight.steady_mean,
         credits: peer.messages_in_flight.inferred_peer_credits.map(|c| (c as f64, bulk_msg)),
         cwnd_bytes: (tcp.cwnd_estimate_p50 > 0).then_some(tcp.cwnd_estimate_p50 as f64),
+        cwnd_acting: loss || opening_in_steady,
         rwnd_bytes: if tcp.rwnd_scale_unknown { None } else { tcp.rwnd_p50.map(|x| x as f64) },
         server_s: server_time_s(&peer, &rtt, reads),
         link: link_rate.map(|l| (l, true)),
     };
+    // Without a link rate, a path seen full stands for the link at its best rate.
+    let mut inp = inp;
+    let link_source = if link_rate.is_some() {
+        "--link-rate"
+    } else if steady_state && lnetcap_model::path_full(&inp) && best > 0.0 && inp.observed <= 1.05 * best {
+        inp.link = Some((best, false));
+        "best sustained rate (the path was full)"
+    } else {
+        "not given"
+    };
     let out = evaluate(&inp);
     tcp.efficiency_loss = out.tcp_efficiency_loss;
-    let interval_ns =
-        if peer.timeseries.len() >= 2 { peer.timeseries[1].t_ns - peer.timeseries[0].t_ns } else { 100_000_000 };
-    let cwnd_iv = lnetcap_rpc::tcp::cwnd_by_interval(&conns, &bulk, (rtt_us * 1000.0) as i64, interval_ns.max(1));
+    let rtt_iv = lnetcap_rpc::tcp::rtt_by_interval(&conns);
+    let rtt_report_min = rtt.min;
     let intervals = peer
         .timeseries
         .iter()
         .filter(|r| r.read_bytes_per_s + r.write_bytes_per_s > 0.0 && r.rpcs_in_flight_mean > 0.0)
         .map(|r| {
             let cw = cwnd_iv.get(&r.t_ns).copied();
+            // The window opening (slow start, or growth after a cut) by more than a tenth
+            // into or out of this interval.
+            let opening =
+                |a: Option<u64>, b: Option<u64>| matches!((a, b), (Some(a), Some(b)) if b as f64 > 1.1 * a as f64);
+            let acting = loss
+                || opening(cwnd_iv.get(&(r.t_ns - interval_ns)).copied(), cw)
+                || opening(cw, cwnd_iv.get(&(r.t_ns + interval_ns)).copied());
+            let rtt = rtt_iv.get(&r.t_ns).copied();
+            let model_rtt_us = match (rtt, rtt_report_min) {
+                (Some(iv), Some(min)) => rtt_us + (iv.min_us - min).max(0.0),
+                _ => rtt_us,
+            };
             let i = ModelInput {
                 observed: r.read_bytes_per_s + r.write_bytes_per_s,
+                rtt_s: model_rtt_us / 1e6,
                 rif: r.rpcs_in_flight_mean,
                 cwnd_bytes: cw.map(|c| c as f64),
+                cwnd_acting: acting,
                 ..inp.clone()
             };
             let o = evaluate(&i);
             IntervalModel {
                 t_ns: r.t_ns,
+                rtt_us: rtt,
+                model_rtt_us,
                 observed_bytes_per_s: i.observed,
                 t_rpc_bytes_per_s: o.t_rpc_bytes_per_s,
                 t_model_bytes_per_s: o.t_model_bytes_per_s,
@@ -442,10 +491,8 @@ fn model_peer(
             shares_lost: out.shares_lost,
             inputs: inp,
             best_sustained_bytes_per_s: best,
-            link_source: if link_rate.is_some() { "--link-rate" } else { "not given" },
-            steady_state: peer
-                .steady_window_ns
-                .is_some_and(|[a, b]| rtt_us > 0.0 && (b - a) as f64 >= 10.0 * rtt_us * 1000.0),
+            link_source,
+            steady_state,
         },
         advice,
         intervals,
@@ -520,14 +567,15 @@ fn print_model(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
         bytes(m.inputs.observed),
         m.efficiency * 100.0,
         e.binding_limit,
-        if m.link_source == "not given" {
-            format!(" (link not given; best 1 s rate seen {}/s)", bytes(m.best_sustained_bytes_per_s))
-        } else {
-            String::new()
+        match m.link_source {
+            "not given" => format!(" (link not given; best 1 s rate seen {}/s)", bytes(m.best_sustained_bytes_per_s)),
+            "--link-rate" => String::new(),
+            other => format!(" (link: {other}, {}/s)", bytes(m.best_sustained_bytes_per_s)),
         }
     )?;
     let (name, reference) = match m.inputs.link {
-        Some((l, _)) => ("the link", l),
+        Some((l, true)) => ("the link", l),
+        Some((l, false)) => ("the path's best rate", l),
         None => ("T_rpc", m.t_rpc_bytes_per_s),
     };
     if reference > 0.0 && reference.is_finite() {

@@ -41,7 +41,11 @@ pub(crate) struct DecodeArgs {
 }
 
 pub(crate) fn config(ports: &[u16], no_detect: bool) -> DecodeConfig {
-    DecodeConfig { ports: if ports.is_empty() { vec![988] } else { ports.to_vec() }, detect: !no_detect }
+    DecodeConfig {
+        ports: if ports.is_empty() { vec![988] } else { ports.to_vec() },
+        detect: !no_detect,
+        ..DecodeConfig::default()
+    }
 }
 
 pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {

@@ -103,3 +103,43 @@ fn a_slow_server_is_named() {
     assert_eq!(p["advice"][0]["setting"], "server", "{}", p["advice"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_full_link_is_named_with_or_without_its_rate() {
+    // 16 RPCs of 1 MiB over a 1 Gbit/s link with a 2 ms RTT: T_rpc is 4 GB/s, the link
+    // carries 1 Gbit/s × MSS / (MSS + 66 bytes of headers and framing the simulator puts
+    // on every segment), MSS = 9000 − 52 (jumbo frames, IPv4, timestamps).
+    let dir = std::env::temp_dir().join(format!("lnetcap-link-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let args = ["--concurrency", "16", "--rpcs", "200", "--peer-credits", "64", "--rtt-ms", "2", "--rate-gbit", "1"];
+    let p = run(&dir, "link", &args);
+    let goodput = 125e6 * 8948.0 / (8948.0 + 66.0);
+    // Without --link-rate: the flight stays at the BDP with 8 MiB offered per round trip,
+    // no loss and an open receive window: the path is full at its best rate.
+    assert_eq!(p["binding_limit"], "link", "{}", p["model"]);
+    assert_eq!(p["model"]["link_source"], "best sustained rate (the path was full)");
+    let best = p["model"]["best_sustained_bytes_per_s"].as_f64().unwrap();
+    assert!((best - goodput).abs() / goodput < 0.01, "best {best} vs {goodput}");
+    assert!(p["advice"][0]["setting"].as_str().unwrap().starts_with("none"), "{}", p["advice"]);
+    // TCP is not named: no loss, the window steady.
+    assert!(p["model"]["bounds"].as_array().unwrap().iter().all(|b| b["limit"] != "tcp_congestion"));
+    // With the link rate given, the link binds and the capture reaches 99 % of it.
+    let cap = dir.join("link.pcap");
+    let json = dir.join("link2.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_lnetcap"))
+        .args(["analyze", "-q", "--link-rate", "1Gbit", "--json", json.to_str().unwrap(), cap.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let p = &r["peers"][0];
+    assert_eq!(p["binding_limit"], "link");
+    let eff = p["model"]["efficiency"].as_f64().unwrap();
+    assert!(eff > 0.97 && eff <= 1.0, "efficiency {eff}");
+    // Every interval's smallest RTT is the path's: the simulator paces at the link, no queue.
+    for i in p["intervals"].as_array().unwrap() {
+        let min = i["rtt_us"]["min_us"].as_f64().unwrap();
+        assert!((min - 2000.0).abs() <= 20.0, "{i}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

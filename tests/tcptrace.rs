@@ -110,8 +110,7 @@ fn rtt_and_retransmissions_agree_with_tcptrace() {
                     assert!(
                         ok,
                         "{name}: conn {i} {from}: RTT avg {avg:.3} ms vs tcptrace {want} ms ({} vs {} samples)",
-                        ours.data_ack_samples.len(),
-                        tc.samples[col]
+                        ours.data_ack_n, tc.samples[col]
                     );
                     compared += 1;
                 }

@@ -18,11 +18,13 @@ pub struct DecodeConfig {
     pub ports: Vec<u16>,
     /// Also follow connections on other ports whose first bytes look like socklnd.
     pub detect: bool,
+    /// Interval of the per-connection RTT series, ns (analyze's `--interval-ms`).
+    pub series_interval_ns: i64,
 }
 
 impl Default for DecodeConfig {
     fn default() -> Self {
-        Self { ports: vec![988], detect: true }
+        Self { ports: vec![988], detect: true, series_interval_ns: lnetcap_tcp::perf::DEFAULT_SERIES_NS }
     }
 }
 
@@ -298,7 +300,7 @@ impl Pipeline {
     /// A pipeline with the given options.
     pub fn new(cfg: DecodeConfig) -> Self {
         Self {
-            table: FlowTable::new(&cfg.ports),
+            table: FlowTable::new(&cfg.ports).with_series_interval(cfg.series_interval_ns),
             dec: Decoder::new(cfg),
             other_frames: 0,
             undecodable: BTreeMap::new(),

@@ -139,6 +139,10 @@ pub struct ModelInput {
     pub credits: Option<(f64, f64)>,
     /// TCP congestion window estimate summed over the bulk connections, bytes.
     pub cwnd_bytes: Option<f64>,
+    /// Congestion control was seen acting: loss recovery, or the window still opening.
+    /// Without it a steady flight with no loss is the path's or the application's doing
+    /// (a full link, a paced sender), not TCP's, and the TCP window is no bound.
+    pub cwnd_acting: bool,
     /// Receive window summed over the bulk connections, bytes.
     pub rwnd_bytes: Option<f64>,
     /// The server's own time per RPC, s: what it spends between receiving a request and
@@ -239,8 +243,9 @@ pub fn app_window_bytes(inp: &ModelInput) -> f64 {
 }
 
 /// Evaluates the bounds and names the binding one. Bounds within 5 % of the smallest are
-/// resolved in favour of the one lnetcap can act on most directly: LNet credits, then the
-/// RPC window (a measured plateau beats an arithmetic bound).
+/// resolved in favour of the link (a full link is the goal, nothing else would help), then
+/// the one lnetcap can act on most directly: LNet credits, then the RPC window (a measured
+/// plateau beats an arithmetic bound).
 pub fn evaluate(inp: &ModelInput) -> ModelOutput {
     let trpc = t_rpc(inp.rif, inp.bs_bytes, inp.rtt_s);
     let mut bounds = vec![Bound { limit: Limit::RpcWindow, bytes_per_s: trpc }];
@@ -252,7 +257,7 @@ pub fn evaluate(inp: &ModelInput) -> ModelOutput {
         // the RPC window or the credits offered no more data per round trip than that, the
         // sender was application-limited and TCP did not bind.
         let offered = app_window_bytes(inp);
-        if c < 0.85 * offered {
+        if inp.cwnd_acting && c < 0.85 * offered {
             bounds.push(Bound { limit: Limit::TcpCongestion, bytes_per_s: window_rate(c, inp.rtt_s) });
         }
     }
@@ -273,7 +278,7 @@ pub fn evaluate(inp: &ModelInput) -> ModelOutput {
     bounds.sort_by(|a, b| a.bytes_per_s.total_cmp(&b.bytes_per_s));
     let t_model = bounds.first().map_or(f64::INFINITY, |b| b.bytes_per_s);
     let near: Vec<Limit> = bounds.iter().filter(|b| b.bytes_per_s <= t_model * 1.05).map(|b| b.limit).collect();
-    let binding = [Limit::LnetCredits, Limit::RpcWindow]
+    let binding = [Limit::Link, Limit::LnetCredits, Limit::RpcWindow]
         .into_iter()
         .find(|l| near.contains(l))
         .unwrap_or_else(|| near.first().copied().unwrap_or(Limit::RpcWindow));
@@ -309,6 +314,10 @@ pub fn evaluate(inp: &ModelInput) -> ModelOutput {
     }
 }
 
+/// Below this efficiency the RPC window does not explain the throughput and no RPC-window
+/// advice is given.
+pub const UNEXPLAINED_BELOW: f64 = 0.5;
+
 /// One piece of advice: the setting, the value, the command an admin runs, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Advice {
@@ -339,6 +348,19 @@ pub fn advise(
     let next_bound =
         out.bounds.iter().filter(|b| b.limit != out.binding_limit).map(|b| b.bytes_per_s).fold(f64::INFINITY, f64::min);
     match out.binding_limit {
+        // Far below every bound: the RPC window is not what holds the throughput back, and
+        // raising it would be a guess.
+        Limit::RpcWindow if out.efficiency < UNEXPLAINED_BELOW => v.push(Advice {
+            setting: "none (the model does not explain the throughput)".into(),
+            value: "-".into(),
+            command: "lnetcap analyze --rpcs rpcs.jsonl ...  # the RPC timeline: gaps between RPCs, server phases".into(),
+            reason: format!(
+                "{:.1} MB/s is {:.0} % of the smallest bound ({:.1} MB/s): the limit is one the capture does not show (the application's I/O size or queue depth, client cache or grants, server storage) or bulk it could not see (RPCs with `bulk_unknown`); more RPCs in flight may not help",
+                inp.observed / 1e6,
+                100.0 * out.efficiency,
+                out.t_model_bytes_per_s / 1e6
+            ),
+        }),
         Limit::RpcWindow => {
             // RIF to reach the next bound (or the link).
             let target = inp.link.map_or(next_bound, |(l, _)| l.min(next_bound));
@@ -426,9 +448,42 @@ pub fn advise(
                 ),
             });
         }
-        Limit::Link => {}
+        Limit::Link => {
+            let (l, given) = inp.link.unwrap_or((out.t_model_bytes_per_s, false));
+            v.push(Advice {
+                setting: "none (the path is full)".into(),
+                value: "-".into(),
+                command: if given {
+                    "# nothing to tune on the Lustre side: a faster link or more of them (LNet multi-rail) raise this bound".into()
+                } else {
+                    "ethtool <ifname>  # the link speed on both ends; pass --link-rate to compare against it".into()
+                },
+                reason: if given {
+                    format!("{:.1} MB/s is {:.0} % of the {:.1} MB/s link; more RPCs in flight or credits would only queue", inp.observed / 1e6, 100.0 * inp.observed / l, l / 1e6)
+                } else {
+                    format!(
+                        "the path carried at most {:.1} MB/s with more data offered than in flight ({:.1} MB of {:.1} MB per round trip), no loss and the receive window open: a full link or a rate limit on the path, not a Lustre setting",
+                        l / 1e6,
+                        inp.cwnd_bytes.unwrap_or(0.0) / 1e6,
+                        app_window_bytes(inp) / 1e6
+                    )
+                },
+            });
+        }
     }
     v
+}
+
+/// The path was full without a link rate given: with data offered beyond what was in
+/// flight, a steady window (no loss, not opening) and the receive window open, the sender
+/// sent what the path let it; the best sustained rate is then the path's rate.
+pub fn path_full(inp: &ModelInput) -> bool {
+    match inp.cwnd_bytes {
+        Some(c) if !inp.cwnd_acting && c > 0.0 => {
+            c < 0.85 * app_window_bytes(inp) && inp.rwnd_bytes.is_none_or(|w| c < 0.85 * w)
+        }
+        _ => false,
+    }
 }
 
 fn credits_advice(n: u64, peers: u64, reason: &str) -> Advice {
@@ -514,6 +569,40 @@ mod tests {
         assert!((v[1].share - (687.0 - 325.0) / 1250.0).abs() < 1e-12);
         // Observed above the model: nothing is `other`.
         assert!(shares_lost(325e6, &bounds, 200e6).iter().all(|s| s.limit != "other"));
+    }
+
+    #[test]
+    fn test_path_full_link_first_and_unexplained() {
+        let base = ModelInput {
+            observed: 124e6,
+            rtt_s: 0.002,
+            bs_bytes: MIB,
+            rif: 16.0,
+            cwnd_bytes: Some(250e3),
+            rwnd_bytes: Some(64.0 * MIB),
+            ..Default::default()
+        };
+        // 8 MiB offered per round trip, 250 kB in flight, steady, no loss: the path is full.
+        assert!(path_full(&base));
+        // Loss or an opening window: congestion control is acting, TCP may be the limit.
+        assert!(!path_full(&ModelInput { cwnd_acting: true, ..base.clone() }));
+        // The receive window holds the flight: not the path.
+        assert!(!path_full(&ModelInput { rwnd_bytes: Some(260e3), ..base.clone() }));
+        // The application offers no more than is in flight: not the path.
+        assert!(!path_full(&ModelInput { rif: 0.4, ..base.clone() }));
+        // A link within 5 % of another bound (credits at 123 MB/s) is named before it.
+        let inp = ModelInput { link: Some((125e6, false)), credits: Some((0.235, MIB)), ..base.clone() };
+        let out = evaluate(&inp);
+        assert_eq!(out.binding_limit, Limit::Link, "{:?}", out.bounds);
+        assert!(advise(&inp, &out, false, false, 16.0, 1, 0.0)[0].setting.starts_with("none"));
+        // Far below the RPC window with nothing else known: no RIF advice.
+        let inp = ModelInput { observed: 100e6, cwnd_bytes: None, ..base };
+        let out = evaluate(&inp);
+        assert_eq!(out.binding_limit, Limit::RpcWindow);
+        assert!(out.efficiency < UNEXPLAINED_BELOW);
+        let adv = advise(&inp, &out, false, false, 16.0, 1, 0.0);
+        assert_eq!(adv.len(), 1);
+        assert!(adv[0].setting.contains("does not explain"), "{adv:?}");
     }
 
     #[test]

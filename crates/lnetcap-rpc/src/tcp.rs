@@ -3,6 +3,8 @@
 use lnetcap_tcp::perf::{median, DirPerf};
 use serde::Serialize;
 
+use crate::stats::Quantiles;
+
 /// TCP behaviour of a peer pair.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct TcpPeerReport {
@@ -67,21 +69,10 @@ pub struct ConnPerfRef<'a> {
 /// the server sends (the client acknowledges it), the server-side loop on data the client
 /// sends.
 pub fn rtt_report(conns: &[ConnPerfRef<'_>]) -> RttReport {
-    let mut client_loop = Vec::new();
-    let mut server_loop = Vec::new();
-    for c in conns {
-        // Direction 0 is from the active side: its receiver is the passive side.
-        let (to_passive, to_active) = (&c.dirs[0].loop_samples, &c.dirs[1].loop_samples);
-        if c.active_is_client {
-            server_loop.extend_from_slice(to_passive);
-            client_loop.extend_from_slice(to_active);
-        } else {
-            client_loop.extend_from_slice(to_passive);
-            server_loop.extend_from_slice(to_active);
-        }
-    }
-    let (cm, sm) = (median(&client_loop), median(&server_loop));
-    let (cmin, smin) = (client_loop.iter().min().copied(), server_loop.iter().min().copied());
+    let (client_loop, server_loop) = loops_by_side(conns);
+    let med = |q: &Quantiles| q.quantile(0.5).map(|x| x as i64);
+    let (cm, sm) = (med(&client_loop), med(&server_loop));
+    let (cmin, smin) = (client_loop.min().map(|x| x as i64), server_loop.min().map(|x| x as i64));
     let us = |x: i64| x as f64 / 1000.0;
     let side = match (cm, sm) {
         (Some(c), Some(s)) => {
@@ -102,8 +93,70 @@ pub fn rtt_report(conns: &[ConnPerfRef<'_>]) -> RttReport {
         client_loop_us: cm.map(us),
         server_loop_us: sm.map(us),
         capture_side: side,
-        samples: client_loop.len() + server_loop.len(),
+        samples: (client_loop.count() + server_loop.count()) as usize,
     }
+}
+
+/// (client-side loops, server-side loops) over all connections of a pair.
+fn loops_by_side(conns: &[ConnPerfRef<'_>]) -> (Quantiles, Quantiles) {
+    let (mut client_loop, mut server_loop) = (Quantiles::default(), Quantiles::default());
+    for c in conns {
+        // Direction 0 is from the active side: its receiver is the passive side.
+        let (to_passive, to_active) = (&c.dirs[0].loops, &c.dirs[1].loops);
+        if c.active_is_client {
+            server_loop.merge(to_passive);
+            client_loop.merge(to_active);
+        } else {
+            client_loop.merge(to_passive);
+            server_loop.merge(to_active);
+        }
+    }
+    (client_loop, server_loop)
+}
+
+/// RTT of one series interval, µs: each side's loop in the interval, summed (a side
+/// without samples in the interval counts with its value over the whole capture).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct IntervalRtt {
+    /// Smallest loops summed: the path's RTT plus any standing queue in the interval.
+    pub min_us: f64,
+    /// Mean loops summed (delayed ACKs and bursts pull it up).
+    pub mean_us: f64,
+}
+
+/// RTT per series interval, for the intervals with samples on at least one side.
+pub fn rtt_by_interval(conns: &[ConnPerfRef<'_>]) -> std::collections::BTreeMap<i64, IntervalRtt> {
+    let (client_all, server_all) = loops_by_side(conns);
+    // interval → per side (client, server): (min, sum, n)
+    let mut acc: std::collections::BTreeMap<i64, [(i64, i64, u64); 2]> = std::collections::BTreeMap::new();
+    for c in conns {
+        for (d, dir) in c.dirs.iter().enumerate() {
+            // Data of direction 0 is acknowledged by the passive side.
+            let side = usize::from((d == 0) == c.active_is_client);
+            for (&t, b) in &dir.loop_series {
+                let e = &mut acc.entry(t).or_insert([(i64::MAX, 0, 0); 2])[side];
+                e.0 = e.0.min(b.min);
+                e.1 += b.sum;
+                e.2 += u64::from(b.n);
+            }
+        }
+    }
+    let all = [&client_all, &server_all];
+    acc.into_iter()
+        .filter_map(|(t, sides)| {
+            let (mut min, mut mean) = (0.0, 0.0);
+            for (k, &(lo, sum, n)) in sides.iter().enumerate() {
+                if n > 0 {
+                    min += lo as f64;
+                    mean += sum as f64 / n as f64;
+                } else {
+                    min += all[k].min()?;
+                    mean += all[k].quantile(0.5)?;
+                }
+            }
+            Some((t, IntervalRtt { min_us: min / 1000.0, mean_us: mean / 1000.0 }))
+        })
+        .collect()
 }
 
 /// Summarises TCP behaviour. `bulk_dirs` are (connection index, direction) that carry the

@@ -19,6 +19,7 @@
 
 pub mod limits;
 pub mod perf;
+pub mod stats;
 mod stream;
 mod table;
 

@@ -15,13 +15,22 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use crate::stats::Quantiles;
+
 /// Counters and samples of one direction (sender → receiver).
 #[derive(Debug, Clone, Default)]
 pub struct DirPerf {
-    /// Loop samples (ns) capture → receiver → capture: data→ACK (Karn) and TSval→TSecr.
-    pub loop_samples: Vec<i64>,
-    /// Data→ACK samples only (ns), as tcptrace measures RTT at its capture point.
-    pub data_ack_samples: Vec<i64>,
+    /// Loop samples (ns) capture → receiver → capture: data→ACK (Karn) and TSval→TSecr,
+    /// as a quantile sketch (memory bounded by the value range, not the count).
+    pub loops: Quantiles,
+    /// The latest loop samples (at most `RECENT_LOOPS`), for a running median.
+    pub recent_loops: VecDeque<i64>,
+    /// Loop samples per series interval (`ConnPerf::series_ns`): interval start → bucket.
+    pub loop_series: BTreeMap<i64, LoopBucket>,
+    /// Data→ACK samples only, as tcptrace measures RTT at its capture point: count.
+    pub data_ack_n: u64,
+    /// ... and their sum, ns.
+    pub data_ack_sum_ns: i128,
     /// Retransmitted segments (payload, not keepalive probes).
     pub retransmits: u64,
     /// ... of which after ≥ 3 duplicate ACKs (fast retransmit).
@@ -68,6 +77,23 @@ pub struct FlightSample {
     /// lost, so it is no evidence of the congestion window.
     pub recovery: bool,
 }
+
+/// Loop samples of one series interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoopBucket {
+    /// Smallest loop, ns.
+    pub min: i64,
+    /// Sum of the loops, ns.
+    pub sum: i64,
+    /// Samples.
+    pub n: u32,
+}
+
+/// Loop samples kept for the running median.
+const RECENT_LOOPS: usize = 64;
+
+/// Default series interval, ns.
+pub const DEFAULT_SERIES_NS: i64 = 100_000_000;
 
 #[derive(Debug, Clone, Copy)]
 struct SentSeg {
@@ -210,12 +236,65 @@ pub(crate) struct SegInfo<'a> {
 }
 
 /// Both directions of a connection.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ConnPerf {
     pub dirs: [DirState; 2],
+    /// Interval of the loop series, ns.
+    series_ns: i64,
+    /// One-way delays from the loops (see `loop_owd`), and the sample counts they were
+    /// computed at.
+    owd_cache: ([i64; 2], [u64; 2]),
+}
+
+impl Default for ConnPerf {
+    fn default() -> Self {
+        Self::new(DEFAULT_SERIES_NS)
+    }
+}
+
+impl DirPerf {
+    /// Records a loop sample taken at capture time `t`.
+    fn add_loop(&mut self, t: i64, x: i64, series_ns: i64) {
+        self.loops.add(x as f64);
+        if self.recent_loops.len() == RECENT_LOOPS {
+            self.recent_loops.pop_front();
+        }
+        self.recent_loops.push_back(x);
+        let b =
+            self.loop_series.entry(t.div_euclid(series_ns) * series_ns).or_insert(LoopBucket { min: x, sum: 0, n: 0 });
+        b.min = b.min.min(x);
+        b.sum += x;
+        b.n += 1;
+    }
+
+    /// Median of the latest loop samples, ns.
+    fn recent_loop(&self) -> Option<i64> {
+        let v: Vec<i64> = self.recent_loops.iter().copied().collect();
+        median(&v)
+    }
 }
 
 impl ConnPerf {
+    /// Both directions, with a loop series per `series_ns`.
+    pub(crate) fn new(series_ns: i64) -> Self {
+        Self { dirs: Default::default(), series_ns: series_ns.max(1), owd_cache: ([0, 0], [0, 0]) }
+    }
+
+    /// One-way delay between the capture point and each direction's sender, half the
+    /// median loop measured on the reverse direction's data; recomputed as the samples
+    /// grow by a thirty-second (the sketch's median costs a walk over its buckets).
+    pub(crate) fn loop_owd(&mut self) -> [i64; 2] {
+        let n = [self.dirs[1].perf.loops.count(), self.dirs[0].perf.loops.count()];
+        let (owd, at) = &mut self.owd_cache;
+        for d in 0..2 {
+            if n[d] != at[d] && (n[d] < 64 || n[d] >= at[d] + at[d] / 32) {
+                let p = &self.dirs[1 - d].perf.loops;
+                owd[d] = p.quantile(0.5).map_or(0, |x| x as i64 / 2);
+                at[d] = n[d];
+            }
+        }
+        *owd
+    }
     /// One segment from direction `d` (0/1).
     pub(crate) fn on_segment(&mut self, d: usize, s: &SegInfo<'_>) {
         let (ts_opt, ws, sack) = parse_opts(s.options);
@@ -242,7 +321,7 @@ impl ConnPerf {
                 if let Some(t0) = peer.tsvals.remove(&tsecr) {
                     // The peer's TSval came past the capture at t0; I echo it now: the loop
                     // capture → me → capture, measured for the peer's direction.
-                    peer.perf.loop_samples.push(s.ts - t0);
+                    peer.perf.add_loop(s.ts, s.ts - t0, self.series_ns);
                 }
             }
         }
@@ -267,7 +346,7 @@ impl ConnPerf {
                 if retrans {
                     me.perf.retransmits += 1;
                     me.perf.bytes_retransmitted += u64::from(s.len);
-                    let loop_ns = median(&peer_loop(&me.perf)).unwrap_or(0);
+                    let loop_ns = me.perf.recent_loop().unwrap_or(0);
                     if me.snd_una.is_some_and(|u| !after(end, u)) {
                         me.perf.retransmits_spurious += 1;
                     } else {
@@ -296,7 +375,7 @@ impl ConnPerf {
                 }
                 if let Some(last) = me.last_data_ts {
                     let outstanding = me.snd_una.zip(me.snd_max).is_some_and(|(u, m)| after(m, u));
-                    let loop_ns = median(&peer_loop(&me.perf)).unwrap_or(0).max(1_000_000);
+                    let loop_ns = me.perf.recent_loop().unwrap_or(0).max(1_000_000);
                     if !outstanding && s.ts - last > loop_ns {
                         me.perf.idle_ns += s.ts - last;
                     }
@@ -353,8 +432,9 @@ impl ConnPerf {
                 }
 
                 if let Some(x) = sample {
-                    peer.perf.data_ack_samples.push(x);
-                    peer.perf.loop_samples.push(x);
+                    peer.perf.data_ack_n += 1;
+                    peer.perf.data_ack_sum_ns += i128::from(x);
+                    peer.perf.add_loop(s.ts, x, self.series_ns);
                 }
             }
             let scale = peer.perf.rcv_wscale.unwrap_or(0);
@@ -414,10 +494,6 @@ impl ConnPerf {
     }
 }
 
-fn peer_loop(p: &DirPerf) -> Vec<i64> {
-    p.loop_samples.iter().rev().take(64).copied().collect()
-}
-
 /// Median of a slice (ns).
 pub fn median(v: &[i64]) -> Option<i64> {
     if v.is_empty() {
@@ -458,13 +534,11 @@ impl DirPerf {
     /// Summary statistics.
     pub fn summary(&self) -> DirSummaryPerf {
         DirSummaryPerf {
-            loop_min_ns: self.loop_samples.iter().min().copied(),
-            loop_p50_ns: median(&self.loop_samples),
-            loop_p95_ns: quantile(&self.loop_samples, 0.95),
-            data_ack_avg_ns: (!self.data_ack_samples.is_empty()).then(|| {
-                self.data_ack_samples.iter().map(|x| *x as f64).sum::<f64>() / self.data_ack_samples.len() as f64
-            }),
-            data_ack_samples: self.data_ack_samples.len(),
+            loop_min_ns: self.loops.min().map(|x| x as i64),
+            loop_p50_ns: self.loops.quantile(0.5).map(|x| x as i64),
+            loop_p95_ns: self.loops.quantile(0.95).map(|x| x as i64),
+            data_ack_avg_ns: (self.data_ack_n > 0).then(|| self.data_ack_sum_ns as f64 / self.data_ack_n as f64),
+            data_ack_samples: self.data_ack_n as usize,
         }
     }
 
@@ -554,11 +628,18 @@ mod tests {
         feed(0, 0, 1000, 1, 100, 100, 0);
         feed(1, 14_000_000, 1, 1100, 0, 500, 100);
         feed(0, 20_000_000, 1100, 1, 100, 120, 500);
-        let half_r = c.dirs[0].perf.loop_samples.clone();
-        let half_s = c.dirs[1].perf.loop_samples.clone();
+        let half_r: Vec<i64> = c.dirs[0].perf.recent_loops.iter().copied().collect();
+        let half_s: Vec<i64> = c.dirs[1].perf.recent_loops.iter().copied().collect();
         assert_eq!(half_r, vec![14_000_000, 14_000_000]);
         assert_eq!(half_s, vec![6_000_000]);
-        assert_eq!(c.dirs[0].perf.data_ack_samples, vec![14_000_000]);
+        assert_eq!((c.dirs[0].perf.data_ack_n, c.dirs[0].perf.data_ack_sum_ns), (1, 14_000_000));
+        // The sketch and the series hold the same samples: both at 14 ms in interval 0,
+        // the sender's loop in the interval of 20 ms.
+        assert_eq!(c.dirs[0].perf.loops.count(), 2);
+        assert_eq!(c.dirs[0].perf.loop_series[&0], LoopBucket { min: 14_000_000, sum: 28_000_000, n: 2 });
+        assert_eq!(c.dirs[1].perf.loop_series[&0], LoopBucket { min: 6_000_000, sum: 6_000_000, n: 1 });
+        // The loops give each sender's one-way delay: half the reverse direction's loop.
+        assert_eq!(c.loop_owd(), [3_000_000, 7_000_000]);
     }
 
     #[test]

@@ -209,6 +209,8 @@ pub struct FlowTable {
     slots: Vec<Slot>,
     acceptor_ports: Vec<u16>,
     last_key: Option<(ConnKey, u32)>,
+    /// Interval of the per-connection loop (RTT) series, ns.
+    series_ns: i64,
 }
 
 impl std::fmt::Debug for FlowTable {
@@ -221,7 +223,20 @@ impl FlowTable {
     /// A table; `acceptor_ports` (988 by default in the CLI) decide the active side when the
     /// handshake was not captured.
     pub fn new(acceptor_ports: &[u16]) -> Self {
-        Self { map: HashMap::default(), slots: Vec::new(), acceptor_ports: acceptor_ports.to_vec(), last_key: None }
+        Self {
+            map: HashMap::default(),
+            slots: Vec::new(),
+            acceptor_ports: acceptor_ports.to_vec(),
+            last_key: None,
+            series_ns: crate::perf::DEFAULT_SERIES_NS,
+        }
+    }
+
+    /// Sets the interval of the per-connection RTT series (default 100 ms) for connections
+    /// opened from now on.
+    pub fn with_series_interval(mut self, ns: i64) -> Self {
+        self.series_ns = ns.max(1);
+        self
     }
 
     /// Number of connections seen.
@@ -282,7 +297,7 @@ impl FlowTable {
         self.slots.push(Slot {
             info,
             halves: [StreamHalf::default(), StreamHalf::default()],
-            perf: ConnPerf::default(),
+            perf: ConnPerf::new(self.series_ns),
             ignored: verdict == Verdict::Ignore,
             closed: [false; 2],
         });
@@ -414,7 +429,7 @@ impl FlowTable {
             if slot.ignored {
                 continue;
             }
-            let owd = sender_owd(&slot.info, &slot.perf);
+            let owd = sender_owd(&slot.info, &mut slot.perf);
             slot.perf.settle(stamp.ts_ns, owd, true);
             slot.perf.finish();
             let Slot { info, halves, .. } = slot;
@@ -429,13 +444,12 @@ impl FlowTable {
 
 /// One-way delay between the capture point and each direction's sender: from the handshake
 /// when it was captured, else half the median loop measured on the other direction.
-fn sender_owd(info: &Connection, perf: &ConnPerf) -> [i64; 2] {
+fn sender_owd(info: &Connection, perf: &mut ConnPerf) -> [i64; 2] {
     if let Some(cp) = info.capture_point() {
         return [cp.active_owd_ns, cp.passive_owd_ns];
     }
     // Direction d's sender sits on the loop measured for the reverse direction's data.
-    let half = |d: usize| crate::perf::median(&perf.dirs[1 - d].perf.loop_samples).map_or(0, |x| x / 2);
-    [half(0), half(1)]
+    perf.loop_owd()
 }
 
 fn sink_event(sink: &mut impl StreamSink, info: &Connection, dir: Dir, stamp: Stamp, ev: StreamEvent<'_>) -> Verdict {
