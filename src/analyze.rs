@@ -372,7 +372,7 @@ fn model_peer(
     let rtt_us = rtt.p50.or(peer.handshake_rtt_us).unwrap_or(0.0);
     let reads = peer.bytes_read >= peer.bytes_written;
     let bulk = bulk_directions(&conns, reads);
-    let mut tcp = tcp_report(&conns, &bulk, peer.steady_window_ns, (rtt_us * 1000.0) as i64);
+    let mut tcp = tcp_report(&conns, &bulk, peer.steady_window_ns);
     let rpcs = peer.rpcs + peer.rpcs_partial;
     let bs = if rpcs > 0 { (peer.bytes_read + peer.bytes_written) as f64 / rpcs as f64 } else { 0.0 };
     // The best sustained rate: the largest 1 s mean of the per-interval bulk rate.
@@ -394,7 +394,7 @@ fn model_peer(
         peer.steady_window_ns.is_some_and(|[a, b]| rtt_us > 0.0 && (b - a) as f64 >= 10.0 * rtt_us * 1000.0);
     let interval_ns =
         if peer.timeseries.len() >= 2 { peer.timeseries[1].t_ns - peer.timeseries[0].t_ns } else { 100_000_000 };
-    let cwnd_iv = lnetcap_rpc::tcp::cwnd_by_interval(&conns, &bulk, (rtt_us * 1000.0) as i64, interval_ns.max(1));
+    let cwnd_iv = lnetcap_rpc::tcp::cwnd_by_interval(&conns, &bulk);
     // The window still opening over the steady window (its last interval's estimate a
     // tenth above its first's) is congestion control acting too.
     let opening_in_steady = peer.steady_window_ns.is_some_and(|[a, b]| {

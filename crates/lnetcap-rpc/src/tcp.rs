@@ -160,13 +160,8 @@ pub fn rtt_by_interval(conns: &[ConnPerfRef<'_>]) -> std::collections::BTreeMap<
 }
 
 /// Summarises TCP behaviour. `bulk_dirs` are (connection index, direction) that carry the
-/// pair's main bulk flow; `window` is the steady window and `rtt_ns` the RTT.
-pub fn tcp_report(
-    conns: &[ConnPerfRef<'_>],
-    bulk_dirs: &[(usize, usize)],
-    window: Option<[i64; 2]>,
-    rtt_ns: i64,
-) -> TcpPeerReport {
+/// pair's main bulk flow; `window` is the steady window.
+pub fn tcp_report(conns: &[ConnPerfRef<'_>], bulk_dirs: &[(usize, usize)], window: Option<[i64; 2]>) -> TcpPeerReport {
     let mut r = TcpPeerReport::default();
     let (mut bytes_sent, mut retrans) = (0u64, 0u64);
     for c in conns {
@@ -180,24 +175,21 @@ pub fn tcp_report(
             r.idle_ms += d.idle_ns as f64 / 1e6;
         }
     }
+    // Per series interval, summed over the bulk directions: the largest flight outside
+    // loss recovery, and the last receive window.
     let mut env_sum: std::collections::BTreeMap<i64, u64> = std::collections::BTreeMap::new();
     let mut rwnd: std::collections::BTreeMap<i64, u64> = std::collections::BTreeMap::new();
-    let w = rtt_ns.max(1_000_000);
     for &(ci, d) in bulk_dirs {
         let p = conns[ci].dirs[d];
         r.bytes_in_flight_max = r.bytes_in_flight_max.max(p.inflight_max);
         r.rwnd_scale_unknown |= p.wscale_inferred || p.rcv_wscale.is_none();
         bytes_sent += p.payload_bytes;
         retrans += p.bytes_retransmitted;
-        for (t, f) in p.flight_envelope(w) {
-            *env_sum.entry(t).or_default() += f;
-        }
-        let mut last = std::collections::BTreeMap::new();
-        for f in &p.inflight {
-            last.insert(f.t.div_euclid(w) * w, f.rwnd);
-        }
-        for (t, wnd) in last {
-            *rwnd.entry(t).or_default() += wnd;
+        for (&t, b) in &p.flight_series {
+            if b.max_flight > 0 {
+                *env_sum.entry(t).or_default() += b.max_flight;
+            }
+            *rwnd.entry(t).or_default() += b.rwnd;
         }
     }
     let in_window = |t: &i64| window.is_none_or(|[a, b]| *t >= a && *t < b);
@@ -227,22 +219,20 @@ pub fn bulk_directions(conns: &[ConnPerfRef<'_>], server_sends: bool) -> Vec<(us
         .collect()
 }
 
-/// Congestion-window estimate per interval, summed over the bulk directions: each
-/// direction's largest flight since its last loss or idle restart (`DirPerf::cwnd_held`;
-/// idle means no ACK for max(200 ms, 2 RTT), Linux's minimum RTO and then some), at its
-/// largest within the interval.
+/// Congestion-window estimate per series interval, summed over the bulk directions: each
+/// direction's largest flight since its last loss recovery or idle restart
+/// (`lnetcap_tcp::perf::CwndHeld`), at its largest within the interval. Intervals where a
+/// direction was in loss recovery throughout count without it.
 pub fn cwnd_by_interval(
     conns: &[ConnPerfRef<'_>],
     bulk_dirs: &[(usize, usize)],
-    rtt_ns: i64,
-    interval_ns: i64,
 ) -> std::collections::BTreeMap<i64, u64> {
-    let iv = interval_ns.max(1);
-    let idle = (2 * rtt_ns).max(200_000_000);
     let mut out = std::collections::BTreeMap::new();
     for &(ci, d) in bulk_dirs {
-        for (t, f) in conns[ci].dirs[d].cwnd_held(iv, idle) {
-            *out.entry(t).or_default() += f;
+        for (&t, b) in &conns[ci].dirs[d].flight_series {
+            if b.cwnd > 0 {
+                *out.entry(t).or_default() += b.cwnd;
+            }
         }
     }
     out

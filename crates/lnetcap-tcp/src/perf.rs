@@ -53,8 +53,11 @@ pub struct DirPerf {
     pub wscale_inferred: bool,
     /// Largest bytes in flight (sender's view).
     pub inflight_max: u64,
-    /// Bytes in flight, one sample per ACK (at most `MAX_INFLIGHT_SAMPLES`).
-    pub inflight: Vec<FlightSample>,
+    /// Bytes in flight per series interval (`ConnPerf::series_ns`), aggregated as the
+    /// samples come (one per ACK): interval start → bucket.
+    pub flight_series: BTreeMap<i64, FlightBucket>,
+    /// The congestion-window estimate's running state.
+    pub cwnd: CwndHeld,
     /// Payload segments.
     pub data_segments: u64,
     /// Payload bytes of all segments (retransmissions included).
@@ -76,6 +79,64 @@ pub struct FlightSample {
     /// everything sent before it): the flight counts bytes the sender has given up as
     /// lost, so it is no evidence of the congestion window.
     pub recovery: bool,
+}
+
+/// Bytes in flight of one series interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlightBucket {
+    /// Largest flight outside loss recovery, bytes (0: none).
+    pub max_flight: u64,
+    /// Largest congestion-window estimate (`CwndHeld`) in the interval, bytes (0: every
+    /// sample fell in loss recovery).
+    pub cwnd: u64,
+    /// The last receive window advertised in the interval, bytes.
+    pub rwnd: u64,
+    /// Samples, and how many fell in loss recovery.
+    pub samples: u32,
+    /// Samples in loss recovery.
+    pub recovery: u32,
+}
+
+/// The congestion-window estimate: the largest flight since the last loss recovery or idle
+/// restart. Without loss a sender's window does not shrink, so a stretch where the
+/// application sent less keeps the estimate it had reached; after a loss the estimate
+/// restarts from what is in flight once recovery ends (during recovery it is not known).
+/// An ACK-less gap longer than the idle time also restarts it, as Linux's
+/// `tcp_slow_start_after_idle` does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CwndHeld {
+    held: u64,
+    last_t: Option<i64>,
+}
+
+impl CwndHeld {
+    /// Feeds one sample; returns the estimate after it (None in loss recovery).
+    pub fn add(&mut self, s: &FlightSample, idle_ns: i64) -> Option<u64> {
+        if s.recovery || self.last_t.is_some_and(|l| s.t - l > idle_ns) {
+            self.held = 0;
+        }
+        self.last_t = Some(s.t);
+        if s.recovery {
+            return None;
+        }
+        self.held = self.held.max(s.flight);
+        Some(self.held)
+    }
+}
+
+impl FlightBucket {
+    /// Adds a sample with the window estimate after it.
+    fn add(&mut self, s: &FlightSample, cwnd: Option<u64>) {
+        self.samples += 1;
+        self.rwnd = s.rwnd;
+        match cwnd {
+            Some(c) => {
+                self.max_flight = self.max_flight.max(s.flight);
+                self.cwnd = self.cwnd.max(c);
+            }
+            None => self.recovery += 1,
+        }
+    }
 }
 
 /// Loop samples of one series interval.
@@ -173,8 +234,6 @@ impl Seen {
 const MAX_TSVALS: usize = 4096;
 /// Most unacknowledged segments remembered per direction.
 const MAX_SENT: usize = 65_536;
-/// Most in-flight samples kept per direction (older ones are thinned).
-pub const MAX_INFLIGHT_SAMPLES: usize = 1 << 20;
 
 fn after(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
@@ -455,6 +514,7 @@ impl ConnPerf {
     /// all of them at the end. `owd` gives each direction's sender one-way delay from the
     /// capture point.
     pub(crate) fn settle(&mut self, now: i64, owd: [i64; 2], all: bool) {
+        let series_ns = self.series_ns;
         for (d, st) in self.dirs.iter_mut().enumerate() {
             let look = 2 * owd[d];
             while let Some(&(t, ack, wnd, sacked, recovery)) = st.pending.front() {
@@ -473,9 +533,7 @@ impl ConnPerf {
                     let inflight =
                         if after(m, ack) { u64::from(m.wrapping_sub(ack)).saturating_sub(sacked) } else { 0 };
                     st.perf.inflight_max = st.perf.inflight_max.max(inflight);
-                    if st.perf.inflight.len() < MAX_INFLIGHT_SAMPLES {
-                        st.perf.inflight.push(FlightSample { t, flight: inflight, rwnd: wnd, recovery });
-                    }
+                    st.perf.add_flight(&FlightSample { t, flight: inflight, rwnd: wnd, recovery }, series_ns);
                 }
             }
         }
@@ -542,43 +600,12 @@ impl DirPerf {
         }
     }
 
-    /// Envelope of bytes in flight per window of `win_ns`: the largest flight in each
-    /// window outside loss recovery (the congestion window estimate where the sender is not
-    /// application- or receive-window-limited).
-    pub fn flight_envelope(&self, win_ns: i64) -> BTreeMap<i64, u64> {
-        let mut m = BTreeMap::new();
-        let w = win_ns.max(1);
-        for s in self.inflight.iter().filter(|s| !s.recovery) {
-            let e = m.entry(s.t.div_euclid(w) * w).or_insert(0);
-            *e = (*e).max(s.flight);
-        }
-        m
-    }
-
-    /// Congestion-window estimate per window of `win_ns`: the largest flight seen since the
-    /// last loss recovery or idle restart. Without loss a sender's window does not shrink,
-    /// so a window where the application sent less keeps the estimate it had reached; after
-    /// a loss the estimate restarts from what is in flight once recovery ends (during
-    /// recovery it is not known and the window has no entry). An ACK-less gap longer than
-    /// `idle_ns` also restarts it, as Linux's `tcp_slow_start_after_idle` does.
-    pub fn cwnd_held(&self, win_ns: i64, idle_ns: i64) -> BTreeMap<i64, u64> {
-        let w = win_ns.max(1);
-        let mut out = BTreeMap::new();
-        let mut held = 0u64;
-        let mut last_t: Option<i64> = None;
-        for s in &self.inflight {
-            if s.recovery || last_t.is_some_and(|l| s.t - l > idle_ns) {
-                held = 0;
-            }
-            last_t = Some(s.t);
-            if s.recovery {
-                continue;
-            }
-            held = held.max(s.flight);
-            let e = out.entry(s.t.div_euclid(w) * w).or_insert(0);
-            *e = (*e).max(held);
-        }
-        out
+    /// Adds a bytes-in-flight sample to the series; the idle time that restarts the
+    /// window estimate is max(200 ms, 2 × the running loop median).
+    fn add_flight(&mut self, s: &FlightSample, series_ns: i64) {
+        let idle = (2 * self.recent_loop().unwrap_or(0)).max(200_000_000);
+        let c = self.cwnd.add(s, idle);
+        self.flight_series.entry(s.t.div_euclid(series_ns) * series_ns).or_default().add(s, c);
     }
 }
 
@@ -586,33 +613,34 @@ impl DirPerf {
 mod tests {
     use super::*;
 
-    #[test]
-    fn test_cwnd_held_through_recovery_and_idle() {
-        let fs = |t: i64, flight: u64, recovery: bool| FlightSample { t, flight, rwnd: 1 << 20, recovery };
-        let p = DirPerf {
-            inflight: vec![
-                fs(0, 100, false),
-                fs(10, 300, false),
-                fs(20, 150, false), // application-limited: the window is still 300
-                fs(30, 900, true),  // recovery: the old flight, not the window
-                fs(40, 120, false), // after recovery: restart from the new flight
-                fs(45, 200, false),
-                fs(500, 50, false), // after an idle gap > 100: restart
-            ],
-            ..DirPerf::default()
-        };
-        let m = p.cwnd_held(10, 100);
-        let got: Vec<(i64, u64)> = m.into_iter().collect();
-        assert_eq!(got, vec![(0, 100), (10, 300), (20, 300), (40, 200), (500, 50)]);
-        // The envelope leaves recovery out too.
-        assert_eq!(p.flight_envelope(100).into_iter().collect::<Vec<_>>(), vec![(0, 300), (500, 50)]);
-    }
-
     fn ts_opts(tsval: u32, tsecr: u32) -> Vec<u8> {
         let mut o = vec![1, 1, 8, 10];
         o.extend_from_slice(&tsval.to_be_bytes());
         o.extend_from_slice(&tsecr.to_be_bytes());
         o
+    }
+
+    #[test]
+    fn test_cwnd_held_through_recovery_and_idle() {
+        let fs = |t: i64, flight: u64, recovery: bool| FlightSample { t, flight, rwnd: 1 << 20, recovery };
+        let mut p = DirPerf::default();
+        for s in [
+            fs(0, 100, false),
+            fs(10, 300, false),
+            fs(20, 150, false), // application-limited: the window is still 300
+            fs(30, 900, true),  // recovery: the old flight, not the window
+            fs(40, 120, false), // after recovery: restart from the new flight
+            fs(45, 200, false),
+            fs(300_000_000, 50, false), // after an idle gap > 200 ms: restart
+        ] {
+            p.add_flight(&s, 10);
+        }
+        let got: Vec<(i64, u64, u64)> = p.flight_series.iter().map(|(t, b)| (*t, b.cwnd, b.max_flight)).collect();
+        assert_eq!(
+            got,
+            vec![(0, 100, 100), (10, 300, 300), (20, 300, 150), (30, 0, 0), (40, 200, 200), (300_000_000, 50, 50)]
+        );
+        assert_eq!(p.flight_series[&30].recovery, 1);
     }
 
     #[test]
