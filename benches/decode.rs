@@ -3,6 +3,8 @@
 //!
 //! - `header_only`: ≥ 1 M packets at snaplen 256 (the capture admins are told to take).
 //! - `full_payload`: MTU-9000 frames with every payload byte captured.
+//! - `midstream`: header-only, started after the handshakes (no SYN: the TCP analysis
+//!   finds the capture point from its RTT loops).
 //!
 //! `packets/*` is the decode pipeline alone, `analyze_packets/*` adds RPC reconstruction
 //! and the in-flight statistics (the RPC layer should cost less than a third of decode).
@@ -19,9 +21,15 @@ use lnetcap_lnet::LnetEvent;
 use lnetcap_rpc::{RpcConfig, Tracker};
 use lnetcap_synth::{generate, scenario, Workload};
 
-fn capture(header_only: bool) -> (Arc<Vec<u8>>, u64) {
+/// `header_only`, `full_payload`, or `midstream` (header-only, the capture started after
+/// the handshakes: the capture point and the senders' one-way delays come from the RTT
+/// loops, recomputed as they grow).
+fn capture(kind: &str) -> (Arc<Vec<u8>>, u64) {
     let mut cfg = scenario("bench").expect("bench scenario");
-    if header_only {
+    if kind == "midstream" {
+        cfg.rpcs_per_client = 60;
+        cfg.midstream = Some(0.1);
+    } else if kind == "header_only" {
         cfg.rpcs_per_client = 130;
     } else {
         cfg.snaplen = 65_535;
@@ -79,9 +87,9 @@ fn analyze_all(bytes: &Arc<Vec<u8>>) -> usize {
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("decode");
     g.sample_size(10);
-    for (name, header_only) in [("header_only", true), ("full_payload", false)] {
-        let (bytes, packets) = capture(header_only);
-        if header_only {
+    for name in ["header_only", "full_payload", "midstream"] {
+        let (bytes, packets) = capture(name);
+        if name == "header_only" {
             assert!(packets >= 1_000_000, "header-only bench capture has only {packets} packets");
         }
         g.throughput(Throughput::Elements(packets));

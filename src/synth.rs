@@ -107,6 +107,13 @@ pub(crate) fn run(a: &SynthArgs) -> Result<u8> {
         cfg.service_ns = (v * 1e6) as i64;
     }
     let out = generate(&a.scenario, cfg, a.seed);
+    if let Some(t) = out.stopped_at_ns {
+        bail!(
+            "the simulation of {:?} stopped at its event limit, {:.3} s into the run, before the workload finished; nothing was written",
+            a.scenario,
+            t as f64 / 1e9
+        );
+    }
     std::fs::write(&a.output, &out.capture).with_context(|| format!("writing {}", a.output.display()))?;
     let truth = a.truth.clone().unwrap_or_else(|| {
         let mut p = a.output.clone().into_os_string();

@@ -150,7 +150,15 @@ pub struct Output {
     pub truth: Vec<Value>,
     /// Packets written.
     pub packets: usize,
+    /// The simulation was cut short by its event limit (a generator bug, or a scenario far
+    /// larger than any preset): the capture and truth stop this many ns into the run.
+    pub stopped_at_ns: Option<i64>,
+    /// Events the simulation ran.
+    pub events: u64,
 }
+
+/// Events the simulator runs at most (the largest preset, `bench`, needs about 5 M).
+const MAX_EVENTS: u64 = 200_000_000;
 
 const BASE_TIME_NS: i64 = 1_795_300_000_000_000_000;
 /// Initial congestion window (RFC 6928).
@@ -311,7 +319,9 @@ struct LinkState {
     free_at: i64,
     users: Vec<(usize, usize)>,
     rr: usize,
-    scheduled: bool,
+    /// The pending LinkFree event's time: one at a time (an older one still queued when the
+    /// link was pumped early is stale and ignored).
+    scheduled_at: Option<i64>,
 }
 
 struct Peer {
@@ -574,7 +584,7 @@ impl Sim {
         for dir in 0..2 {
             let (a, b) = if dir == 0 { (client, server) } else { (server, client) };
             let li = *self.link_of.entry((a, b)).or_insert_with(|| {
-                self.links.push(LinkState { free_at: 0, users: Vec::new(), rr: 0, scheduled: false });
+                self.links.push(LinkState { free_at: 0, users: Vec::new(), rr: 0, scheduled_at: None });
                 self.links.len() - 1
             });
             self.links[li].users.push((ci, dir));
@@ -732,9 +742,9 @@ impl Sim {
 
     fn pump(&mut self, li: usize) {
         if self.links[li].free_at > self.now {
-            if !self.links[li].scheduled {
-                self.links[li].scheduled = true;
-                let t = self.links[li].free_at;
+            let t = self.links[li].free_at;
+            if self.links[li].scheduled_at != Some(t) {
+                self.links[li].scheduled_at = Some(t);
                 self.schedule(t, Ev::LinkFree(li));
             }
             return;
@@ -762,8 +772,8 @@ impl Sim {
                 let ser = self.send_segment(conn, dir, off, len, false);
                 self.links[li].rr = idx + 1;
                 self.links[li].free_at = self.now + ser;
-                self.links[li].scheduled = true;
                 let t = self.links[li].free_at;
+                self.links[li].scheduled_at = Some(t);
                 self.schedule(t, Ev::LinkFree(li));
                 return;
             }
@@ -1546,17 +1556,21 @@ impl Sim {
 
     /// Runs the simulation to the end and writes the capture and truth.
     pub fn run(mut self, scenario: &str, seed: u64) -> Output {
-        let mut guard = 0u64;
+        let mut events = 0u64;
+        let mut stopped = None;
         while let Some(Reverse((t, _, ev))) = self.q.pop() {
-            guard += 1;
-            if guard > 50_000_000 {
+            events += 1;
+            if events > MAX_EVENTS {
+                stopped = Some(t - BASE_TIME_NS);
                 break;
             }
             self.now = t;
             match ev {
                 Ev::LinkFree(li) => {
-                    self.links[li].scheduled = false;
-                    self.pump(li);
+                    if self.links[li].scheduled_at == Some(t) {
+                        self.links[li].scheduled_at = None;
+                        self.pump(li);
+                    }
                 }
                 Ev::SegArrive { conn, dir, off, len, tsval } => self.on_arrive(conn, dir, off, len, tsval),
                 Ev::Retransmit { conn, dir, off, len } => {
@@ -1587,7 +1601,10 @@ impl Sim {
                 Ev::ClientIssue(c) => self.issue(c),
             }
         }
-        self.finish(scenario, seed)
+        let mut out = self.finish(scenario, seed);
+        out.stopped_at_ns = stopped;
+        out.events = events;
+        out
     }
 
     fn finish(mut self, scenario: &str, seed: u64) -> Output {
@@ -1800,6 +1817,6 @@ impl Sim {
             }
         }
         let n = pkts.len();
-        Output { capture: w.finish(), truth, packets: n }
+        Output { capture: w.finish(), truth, packets: n, stopped_at_ns: None, events: 0 }
     }
 }
