@@ -13,7 +13,7 @@
 //! saw it `d_S` earlier, d_S = half of S's loop / 2) it has sent what the capture will see
 //! up to `d_S` after that. The tracker buffers ACKs for 2·d_S of capture time to look ahead.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use crate::stats::Quantiles;
 
@@ -25,6 +25,10 @@ pub struct DirPerf {
     pub loops: Quantiles,
     /// The latest loop samples (at most `RECENT_LOOPS`), for a running median.
     pub recent_loops: VecDeque<i64>,
+    /// Their median, refreshed every `RECENT_REFRESH` samples.
+    pub recent_median: Option<i64>,
+    /// Loop samples taken.
+    loops_seen: u64,
     /// Loop samples per series interval (`ConnPerf::series_ns`): interval start → bucket.
     pub loop_series: BTreeMap<i64, LoopBucket>,
     /// Data→ACK samples only, as tcptrace measures RTT at its capture point: count.
@@ -152,6 +156,9 @@ pub struct LoopBucket {
 
 /// Loop samples kept for the running median.
 const RECENT_LOOPS: usize = 64;
+/// The running median is refreshed every this many samples (a sort of 64 per ACK would
+/// cost more than the rest of the TCP analysis).
+const RECENT_REFRESH: u64 = 16;
 
 /// Default series interval, ns.
 pub const DEFAULT_SERIES_NS: i64 = 100_000_000;
@@ -178,8 +185,7 @@ pub(crate) struct DirState {
     last_progress_ts: i64,
     last_data_ts: Option<i64>,
     /// TSval first seen → capture time (pruned).
-    tsvals: HashMap<u32, i64>,
-    tsval_order: VecDeque<u32>,
+    tsvals: VecDeque<(u32, i64)>,
     /// ACKs waiting for the look-ahead: (capture time, ack, window bytes, sacked bytes).
     pending: VecDeque<(i64, u32, u64, u64, bool)>,
     /// snd_max history for the look-ahead: (capture time, snd_max).
@@ -319,8 +325,16 @@ impl DirPerf {
             self.recent_loops.pop_front();
         }
         self.recent_loops.push_back(x);
-        let b =
-            self.loop_series.entry(t.div_euclid(series_ns) * series_ns).or_insert(LoopBucket { min: x, sum: 0, n: 0 });
+        self.loops_seen += 1;
+        if self.loops_seen < RECENT_REFRESH || self.loops_seen % RECENT_REFRESH == 0 {
+            let v: Vec<i64> = self.recent_loops.iter().copied().collect();
+            self.recent_median = median(&v);
+        }
+        let k = t.div_euclid(series_ns) * series_ns;
+        let b = match self.loop_series.last_entry() {
+            Some(e) if *e.key() == k => e.into_mut(),
+            _ => self.loop_series.entry(k).or_insert(LoopBucket { min: x, sum: 0, n: 0 }),
+        };
         b.min = b.min.min(x);
         b.sum += x;
         b.n += 1;
@@ -328,8 +342,7 @@ impl DirPerf {
 
     /// Median of the latest loop samples, ns.
     fn recent_loop(&self) -> Option<i64> {
-        let v: Vec<i64> = self.recent_loops.iter().copied().collect();
-        median(&v)
+        self.recent_median
     }
 }
 
@@ -367,20 +380,29 @@ impl ConnPerf {
         }
         // TCP timestamps: a TSval first seen now; an echo closes the peer's loop.
         if let Some((tsval, tsecr)) = ts_opt {
-            if let std::collections::hash_map::Entry::Vacant(e) = me.tsvals.entry(tsval) {
-                e.insert(s.ts);
-                me.tsval_order.push_back(tsval);
-                if me.tsval_order.len() > MAX_TSVALS {
-                    if let Some(old) = me.tsval_order.pop_front() {
-                        me.tsvals.remove(&old);
-                    }
+            // TSvals only grow (a reordered older one is not new): the first capture time of
+            // each, ascending.
+            if me.tsvals.back().is_none_or(|&(v, _)| after(tsval, v)) {
+                me.tsvals.push_back((tsval, s.ts));
+                if me.tsvals.len() > MAX_TSVALS {
+                    me.tsvals.pop_front();
                 }
             }
             if tsecr != 0 {
-                if let Some(t0) = peer.tsvals.remove(&tsecr) {
-                    // The peer's TSval came past the capture at t0; I echo it now: the loop
-                    // capture → me → capture, measured for the peer's direction.
-                    peer.perf.add_loop(s.ts, s.ts - t0, self.series_ns);
+                // TS.Recent only moves forward, so TSvals older than the echo will not be
+                // echoed again.
+                while let Some(&(v, t0)) = peer.tsvals.front() {
+                    if after(tsecr, v) {
+                        peer.tsvals.pop_front();
+                        continue;
+                    }
+                    if v == tsecr {
+                        peer.tsvals.pop_front();
+                        // The peer's TSval came past the capture at t0; I echo it now: the
+                        // loop capture → me → capture, measured for the peer's direction.
+                        peer.perf.add_loop(s.ts, s.ts - t0, self.series_ns);
+                    }
+                    break;
                 }
             }
         }
@@ -449,7 +471,10 @@ impl ConnPerf {
                 me.last_progress_ts = s.ts;
             }
             if let Some(m) = me.snd_max {
-                me.max_hist.push_back((s.ts, m));
+                // Only changes: the history is a step function of time.
+                if me.max_hist.back().is_none_or(|&(_, last)| last != m) {
+                    me.max_hist.push_back((s.ts, m));
+                }
             }
         }
         // This segment's ACK field acknowledges the peer's data.
@@ -528,7 +553,8 @@ impl ConnPerf {
                 while st.max_hist.len() > 1 && st.max_hist[1].0 <= horizon && st.max_hist[0].0 < t {
                     st.max_hist.pop_front();
                 }
-                let sent = st.max_hist.iter().take_while(|(ht, _)| *ht <= horizon).last().map(|(_, m)| *m);
+                let k = st.max_hist.partition_point(|(ht, _)| *ht <= horizon);
+                let sent = k.checked_sub(1).map(|i| st.max_hist[i].1);
                 if let Some(m) = sent {
                     let inflight =
                         if after(m, ack) { u64::from(m.wrapping_sub(ack)).saturating_sub(sacked) } else { 0 };
@@ -605,7 +631,12 @@ impl DirPerf {
     fn add_flight(&mut self, s: &FlightSample, series_ns: i64) {
         let idle = (2 * self.recent_loop().unwrap_or(0)).max(200_000_000);
         let c = self.cwnd.add(s, idle);
-        self.flight_series.entry(s.t.div_euclid(series_ns) * series_ns).or_default().add(s, c);
+        let k = s.t.div_euclid(series_ns) * series_ns;
+        // Samples come in time order: the bucket is almost always the last one.
+        match self.flight_series.last_entry() {
+            Some(mut e) if *e.key() == k => e.get_mut().add(s, c),
+            _ => self.flight_series.entry(k).or_default().add(s, c),
+        }
     }
 }
 
