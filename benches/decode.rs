@@ -6,8 +6,9 @@
 //! - `midstream`: header-only, started after the handshakes (no SYN: the TCP analysis
 //!   finds the capture point from its RTT loops).
 //!
-//! `packets/*` is the decode pipeline alone, `analyze_packets/*` adds RPC reconstruction
-//! and the in-flight statistics (the RPC layer should cost less than a third of decode).
+//! `packets/*` is the decode pipeline alone (as `lnetcap decode` runs it, without the TCP
+//! behaviour analysis), `analyze_packets/*` adds the TCP analysis, RPC reconstruction and
+//! the in-flight statistics.
 //!
 //! Run: `cargo bench --bench decode`. benches/compare.sh compares the CLI against tshark
 //! and tcptrace on the same files.
@@ -43,7 +44,8 @@ fn capture(kind: &str) -> (Arc<Vec<u8>>, u64) {
 
 fn decode_all(bytes: &Arc<Vec<u8>>) -> usize {
     let mut r = CaptureReader::from_shared("bench", Arc::clone(bytes)).expect("capture");
-    let mut p = Pipeline::new(DecodeConfig::default());
+    // As `lnetcap decode` runs it: no TCP behaviour analysis.
+    let mut p = Pipeline::new(DecodeConfig { tcp_perf: false, ..DecodeConfig::default() });
     let mut ev = Vec::new();
     let mut n = 0;
     while let Some(pkt) = r.next_packet().expect("packet") {

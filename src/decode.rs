@@ -56,9 +56,9 @@ pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {
     for path in &a.files {
         let name = path.display().to_string();
         let file = multi.then_some(name.as_str());
-        let run = run_file(path, config(&a.ports, a.no_detect), |pipe, events| {
-            write_events(&mut out, pipe, events, a.format, file)
-        })?;
+        // Decoding needs the byte streams only, not the TCP behaviour analysis.
+        let cfg = DecodeConfig { tcp_perf: false, ..config(&a.ports, a.no_detect) };
+        let run = run_file(path, cfg, |pipe, events| write_events(&mut out, pipe, events, a.format, file))?;
         let Some(run) = run else {
             code = exit::INPUT;
             continue;

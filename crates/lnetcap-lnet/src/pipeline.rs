@@ -20,11 +20,19 @@ pub struct DecodeConfig {
     pub detect: bool,
     /// Interval of the per-connection RTT series, ns (analyze's `--interval-ms`).
     pub series_interval_ns: i64,
+    /// Analyse TCP behaviour per connection (RTT, bytes in flight, retransmissions) for
+    /// `Pipeline::tcp_perf`; `decode` turns it off.
+    pub tcp_perf: bool,
 }
 
 impl Default for DecodeConfig {
     fn default() -> Self {
-        Self { ports: vec![988], detect: true, series_interval_ns: lnetcap_tcp::perf::DEFAULT_SERIES_NS }
+        Self {
+            ports: vec![988],
+            detect: true,
+            series_interval_ns: lnetcap_tcp::perf::DEFAULT_SERIES_NS,
+            tcp_perf: true,
+        }
     }
 }
 
@@ -300,7 +308,14 @@ impl Pipeline {
     /// A pipeline with the given options.
     pub fn new(cfg: DecodeConfig) -> Self {
         Self {
-            table: FlowTable::new(&cfg.ports).with_series_interval(cfg.series_interval_ns),
+            table: {
+                let t = FlowTable::new(&cfg.ports).with_series_interval(cfg.series_interval_ns);
+                if cfg.tcp_perf {
+                    t
+                } else {
+                    t.without_perf()
+                }
+            },
             dec: Decoder::new(cfg),
             other_frames: 0,
             undecodable: BTreeMap::new(),

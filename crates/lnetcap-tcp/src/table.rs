@@ -211,6 +211,8 @@ pub struct FlowTable {
     last_key: Option<(ConnKey, u32)>,
     /// Interval of the per-connection loop (RTT) series, ns.
     series_ns: i64,
+    /// Analyse TCP behaviour (RTT, flight, retransmissions); off for a pure decode.
+    perf_on: bool,
 }
 
 impl std::fmt::Debug for FlowTable {
@@ -229,7 +231,15 @@ impl FlowTable {
             acceptor_ports: acceptor_ports.to_vec(),
             last_key: None,
             series_ns: crate::perf::DEFAULT_SERIES_NS,
+            perf_on: true,
         }
+    }
+
+    /// Turns the TCP behaviour analysis off (`perf` then reports nothing): a decode that
+    /// only wants the byte streams runs faster.
+    pub fn without_perf(mut self) -> Self {
+        self.perf_on = false;
+        self
     }
 
     /// Sets the interval of the per-connection RTT series (default 100 ms) for connections
@@ -351,19 +361,22 @@ impl FlowTable {
             return outcome;
         }
         let Slot { info, halves, ignored, closed, perf } = slot;
-        perf.on_segment(
-            dir.index(),
-            &SegInfo {
-                ts: stamp.ts_ns,
-                seq: seg.seq,
-                ack: seg.ack,
-                syn: seg.flags.syn(),
-                has_ack: seg.flags.ack(),
-                len: seg.payload_len,
-                window: seg.window,
-                options: seg.options,
-            },
-        );
+        let perf_on = self.perf_on;
+        if perf_on {
+            perf.on_segment(
+                dir.index(),
+                &SegInfo {
+                    ts: stamp.ts_ns,
+                    seq: seg.seq,
+                    ack: seg.ack,
+                    syn: seg.flags.syn(),
+                    has_ack: seg.flags.ack(),
+                    len: seg.payload_len,
+                    window: seg.window,
+                    options: seg.options,
+                },
+            );
+        }
         if seg.flags.rst() {
             info.reset = true;
         }
@@ -412,8 +425,10 @@ impl FlowTable {
             this.release();
             peer.release();
         }
-        let owd = sender_owd(info, perf);
-        perf.settle(stamp.ts_ns, owd, false);
+        if perf_on {
+            let owd = sender_owd(info, perf);
+            perf.settle(stamp.ts_ns, owd, false);
+        }
         outcome
     }
 
@@ -429,9 +444,11 @@ impl FlowTable {
             if slot.ignored {
                 continue;
             }
-            let owd = sender_owd(&slot.info, &mut slot.perf);
-            slot.perf.settle(stamp.ts_ns, owd, true);
-            slot.perf.finish();
+            if self.perf_on {
+                let owd = sender_owd(&slot.info, &mut slot.perf);
+                slot.perf.settle(stamp.ts_ns, owd, true);
+                slot.perf.finish();
+            }
             let Slot { info, halves, .. } = slot;
             for (d, half) in [Dir::FromActive, Dir::FromPassive].into_iter().zip(halves.iter_mut()) {
                 half.flush(stamp, &mut |st, ev| {
