@@ -10,6 +10,7 @@
 #   full-payload: the same workload captured with snaplen 65535.
 # Commands timed:
 #   lnetcap decode --format jsonl FILE            (every message, PtlRPC bodies decoded)
+#   lnetcap analyze -q --json /dev/null FILE      (decode + TCP analysis + RPCs + model)
 #   tshark -r FILE -T fields -e frame.number -e lnet.msg_type -e lnet.msg_dst_match_bits
 #          -e lnet.ptl_index -e lnet.payload_length   (the LNet dissector)
 #   tcptrace -l -r FILE                           (TCP statistics only, no LNet decoding)
@@ -31,9 +32,10 @@ for cap in header full; do
   pk=$(tcpdump -r "$f" -nn -q 2>/dev/null | wc -l)
   mb=$(echo "$(stat -c %s "$f") / 1000000" | bc -l)
   tl=$(secs "$bin" decode --format jsonl "$f")
+  ta=$(secs "$bin" analyze -q --json /dev/null "$f")
   tt=$(secs tshark -r "$f" -T fields -e frame.number -e lnet.msg_type -e lnet.msg_dst_match_bits -e lnet.ptl_index -e lnet.payload_length)
   tc=$(secs tcptrace -l -r "$f")
-  for row in "lnetcap $tl" "tshark $tt" "tcptrace $tc"; do
+  for row in "lnetcap $tl" "analyze $ta" "tshark $tt" "tcptrace $tc"; do
     set -- $row
     printf "%-12s %-9s %10d %9.2f %12.0f %10.0f %13.1fx\n" "$cap" "$1" "$pk" "$2" "$(echo "$pk / $2" | bc -l)" "$(echo "$mb / $2" | bc -l)" "$(echo "$2 / $tl" | bc -l)"
   done
