@@ -1,0 +1,211 @@
+//! Fills the report model from the pipeline's TCP analysis and the RPC tracker's reports,
+//! through lnetcap-model.
+
+use lnetcap_lnet::pipeline::Pipeline;
+use lnetcap_model::{advise, evaluate, ModelInput};
+use lnetcap_rpc::tcp::{bulk_directions, rtt_report, tcp_report, ConnPerfRef, RttReport};
+use lnetcap_rpc::PeerReport;
+use lnetcap_tcp::ConnId;
+
+use crate::model::{Fits, IntervalModel, ModelReport, PeerEntry};
+
+/// Fits across the captures' peers (seeds 002 and 003), with two points or more.
+pub fn fits(peers: &[PeerEntry]) -> Option<Fits> {
+    let points: Vec<(String, f64, f64, f64, f64)> = peers
+        .iter()
+        .filter(|e| e.model.inputs.rtt_s > 0.0 && e.model.inputs.observed > 0.0)
+        .map(|e| {
+            (e.file.clone(), e.model.inputs.rtt_s, e.model.inputs.bs_bytes, e.model.inputs.rif, e.model.inputs.observed)
+        })
+        .collect();
+    if points.len() < 2 {
+        return None;
+    }
+    let buf = lnetcap_model::fit_buffer_profile(&points.iter().map(|p| (p.1, p.4)).collect::<Vec<_>>());
+    let base = (points[0].2, points[0].3, points[0].1, points[0].4);
+    let rest: Vec<(f64, f64, f64, f64)> = points[1..].iter().map(|p| (p.2, p.3, p.1, p.4)).collect();
+    let k = lnetcap_model::fit_seed003_k(base, &rest);
+    Some(Fits {
+        points,
+        buffer_bytes: buf.map(|b| b.0),
+        buffer_fit_error: buf.map(|b| b.1),
+        k: k.map(|x| x.0),
+        k_fit_error: k.map(|x| x.1),
+    })
+}
+
+/// The server's own time per RPC, s: the quickest RPC's (so a bound: queueing behind
+/// credits or in a busy TCP connection, which a capture cannot tell from work, is left
+/// out), with the network round trips it waited for taken out. At the capture
+/// point the server's wait (request → bulk start) is one server loop L_s plus its first
+/// part of work; bulk end → reply is L_s plus its second part, plus the client loop L_c on
+/// reads when the server waited for the bulk's acknowledgement (LNet ACK or zero-copy ACK;
+/// taken when that phase is at least 80 % of L_c + L_s, the loops' jitter allowed). None
+/// when LNet credits bind (the wait for a credit at the server cannot be told from its
+/// work) or the loops are unknown. pb_service_time is whole seconds of the server's clock
+/// and at least 1 (Lustre reports max(1, elapsed seconds)), so only a value v > 1 says
+/// something: at least v − 1 s.
+fn server_time_s(peer: &PeerReport, rtt: &RttReport, reads: bool) -> Option<f64> {
+    if peer.messages_in_flight.inferred_peer_credits.is_some() {
+        return None;
+    }
+    let (ls, lc) = (rtt.server_loop_us?, rtt.client_loop_us?);
+    let ph = &peer.phases;
+    let wait = ph.server_wait_min_us.map(|w| (w - ls).max(0.0));
+    let after = ph.server_min_us.map(|v| {
+        let acked = reads && ph.server_wait_min_us.is_some() && v >= 0.8 * (lc + ls);
+        (v - ls - if acked { lc } else { 0.0 }).max(0.0)
+    });
+    if wait.is_none() && after.is_none() {
+        return None;
+    }
+    let s = (wait.unwrap_or(0.0) + after.unwrap_or(0.0)) / 1e6;
+    Some(s.max(ph.service_time_s.unwrap_or(0.0) - 1.0))
+}
+
+/// TCP behaviour and the throughput model for one peer pair.
+pub fn peer_entry(
+    pipe: &Pipeline,
+    peer: PeerReport,
+    all: &[PeerReport],
+    link_rate: Option<f64>,
+    file: &str,
+) -> PeerEntry {
+    let conns: Vec<ConnPerfRef<'_>> = peer
+        .connections
+        .iter()
+        .filter_map(|c| {
+            pipe.tcp_perf(ConnId(c.id)).map(|dirs| ConnPerfRef { dirs, active_is_client: c.active_is_client })
+        })
+        .collect();
+    let rtt = rtt_report(&conns);
+    let rtt_us = rtt.p50.or(peer.handshake_rtt_us).unwrap_or(0.0);
+    let reads = peer.bytes_read >= peer.bytes_written;
+    let bulk = bulk_directions(&conns, reads);
+    let mut tcp = tcp_report(&conns, &bulk, peer.steady_window_ns);
+    let rpcs = peer.rpcs + peer.rpcs_partial;
+    let bs = if rpcs > 0 { (peer.bytes_read + peer.bytes_written) as f64 / rpcs as f64 } else { 0.0 };
+    // The best sustained rate: the largest 1 s mean of the per-interval bulk rate.
+    let rates: Vec<f64> = peer.timeseries.iter().map(|r| r.read_bytes_per_s + r.write_bytes_per_s).collect();
+    // Windows of 1 s, or a third of the active period when it is shorter.
+    let span = if peer.timeseries.len() >= 2 {
+        let per_s = (1e9 / (peer.timeseries[1].t_ns - peer.timeseries[0].t_ns).max(1) as f64).round() as usize;
+        per_s.min(peer.timeseries.len() / 3).max(1)
+    } else {
+        1
+    };
+    let best =
+        rates.windows(span.min(rates.len()).max(1)).map(|w| w.iter().sum::<f64>() / w.len() as f64).fold(0.0, f64::max);
+    let peers_of_server = all.iter().filter(|p| p.server_nid == peer.server_nid).count() as u64;
+    let bulk_msg = bs.min(1_048_576.0);
+    // Loss recovery (retransmissions that were not spurious) is congestion control acting.
+    let loss = tcp.retransmits > tcp.retransmits_spurious;
+    let steady_state =
+        peer.steady_window_ns.is_some_and(|[a, b]| rtt_us > 0.0 && (b - a) as f64 >= 10.0 * rtt_us * 1000.0);
+    let interval_ns =
+        if peer.timeseries.len() >= 2 { peer.timeseries[1].t_ns - peer.timeseries[0].t_ns } else { 100_000_000 };
+    let cwnd_iv = lnetcap_rpc::tcp::cwnd_by_interval(&conns, &bulk);
+    // The window still opening over the steady window (its last interval's estimate a
+    // tenth above its first's) is congestion control acting too.
+    let opening_in_steady = peer.steady_window_ns.is_some_and(|[a, b]| {
+        let mut r = cwnd_iv.range(a.div_euclid(interval_ns) * interval_ns..b).map(|(_, c)| *c);
+        let first = r.next();
+        matches!((first, r.next_back()), (Some(f), Some(l)) if l as f64 > 1.1 * f as f64)
+    });
+    let inp = ModelInput {
+        observed: peer.throughput_bytes_per_s,
+        rtt_s: rtt_us / 1e6,
+        bs_bytes: bs,
+        rif: peer.rpcs_in_flight.steady_mean,
+        credits: peer.messages_in_flight.inferred_peer_credits.map(|c| (c as f64, bulk_msg)),
+        cwnd_bytes: (tcp.cwnd_estimate_p50 > 0).then_some(tcp.cwnd_estimate_p50 as f64),
+        cwnd_acting: loss || opening_in_steady,
+        rwnd_bytes: if tcp.rwnd_scale_unknown { None } else { tcp.rwnd_p50.map(|x| x as f64) },
+        server_s: server_time_s(&peer, &rtt, reads),
+        link: link_rate.map(|l| (l, true)),
+    };
+    // Without a link rate, a path seen full stands for the link at its best rate.
+    let mut inp = inp;
+    let link_source = if link_rate.is_some() {
+        "--link-rate"
+    } else if steady_state && lnetcap_model::path_full(&inp) && best > 0.0 && inp.observed <= 1.05 * best {
+        inp.link = Some((best, false));
+        "best sustained rate (the path was full)"
+    } else {
+        "not given"
+    };
+    let out = evaluate(&inp);
+    tcp.efficiency_loss = out.tcp_efficiency_loss;
+    let rtt_iv = lnetcap_rpc::tcp::rtt_by_interval(&conns);
+    let rtt_report_min = rtt.min;
+    let intervals = peer
+        .timeseries
+        .iter()
+        .filter(|r| r.read_bytes_per_s + r.write_bytes_per_s > 0.0 && r.rpcs_in_flight_mean > 0.0)
+        .map(|r| {
+            let cw = cwnd_iv.get(&r.t_ns).copied();
+            // The window opening (slow start, or growth after a cut) by more than a tenth
+            // into or out of this interval.
+            let opening =
+                |a: Option<u64>, b: Option<u64>| matches!((a, b), (Some(a), Some(b)) if b as f64 > 1.1 * a as f64);
+            let acting = loss
+                || opening(cwnd_iv.get(&(r.t_ns - interval_ns)).copied(), cw)
+                || opening(cw, cwnd_iv.get(&(r.t_ns + interval_ns)).copied());
+            let rtt = rtt_iv.get(&r.t_ns).copied();
+            let model_rtt_us = match (rtt, rtt_report_min) {
+                (Some(iv), Some(min)) => rtt_us + (iv.min_us - min).max(0.0),
+                _ => rtt_us,
+            };
+            let i = ModelInput {
+                observed: r.read_bytes_per_s + r.write_bytes_per_s,
+                rtt_s: model_rtt_us / 1e6,
+                rif: r.rpcs_in_flight_mean,
+                cwnd_bytes: cw.map(|c| c as f64),
+                cwnd_acting: acting,
+                ..inp.clone()
+            };
+            let o = evaluate(&i);
+            IntervalModel {
+                t_ns: r.t_ns,
+                rtt_us: rtt,
+                model_rtt_us,
+                observed_bytes_per_s: i.observed,
+                t_rpc_bytes_per_s: o.t_rpc_bytes_per_s,
+                t_model_bytes_per_s: o.t_model_bytes_per_s,
+                binding_limit: o.binding_limit.as_str(),
+                cwnd_estimate: cw,
+            }
+        })
+        .collect();
+    let selftest = peer.rpcs_by_opcode.keys().any(|k| k.starts_with("BRW"));
+    let advice = advise(
+        &inp,
+        &out,
+        selftest,
+        !reads,
+        f64::from(peer.rpcs_in_flight.max as u32),
+        peers_of_server,
+        tcp.retransmitted_share,
+    );
+    PeerEntry {
+        file: file.to_string(),
+        rtt_us: rtt,
+        tcp,
+        binding_limit: out.binding_limit.as_str(),
+        model: ModelReport {
+            t_rpc_bytes_per_s: out.t_rpc_bytes_per_s,
+            t_model_bytes_per_s: out.t_model_bytes_per_s,
+            needed_rif: out.needed_rif,
+            efficiency: out.efficiency,
+            bounds: out.bounds,
+            shares_lost: out.shares_lost,
+            inputs: inp,
+            best_sustained_bytes_per_s: best,
+            link_source,
+            steady_state,
+        },
+        advice,
+        intervals,
+        peer,
+    }
+}

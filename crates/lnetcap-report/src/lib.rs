@@ -1,0 +1,14 @@
+//! lnetcap-report: the analysis result as one owned model, and its renderers.
+//!
+//! - [`model`]: the report (files, peers, the model per peer and interval).
+//! - [`build`]: fills it from the pipeline and the RPC tracker, through lnetcap-model.
+//! - [`summary`]: the terminal summary.
+//!
+//! Renderers write to `impl Write`; the CLI opens the files.
+
+pub mod build;
+pub mod fmt;
+pub mod model;
+pub mod summary;
+
+pub use model::{FileReport, Fits, IntervalModel, ModelReport, PeerEntry, Report, REPORT_SCHEMA_VERSION};

@@ -1,0 +1,125 @@
+//! The analysis result: one owned model that every renderer reads (terminal summary,
+//! JSON, tables, HTML). Nothing here computes; `build` fills it.
+
+use std::collections::BTreeMap;
+
+use lnetcap_lnet::pipeline::FrameAccounting;
+use lnetcap_model::{Advice, Bound, ModelInput, ShareLost};
+use lnetcap_rpc::tcp::{IntervalRtt, RttReport, TcpPeerReport};
+use lnetcap_rpc::PeerReport;
+use serde::Serialize;
+
+/// Schema version of the analyze JSON report (docs/analyze-json.md).
+pub const REPORT_SCHEMA_VERSION: u32 = 1;
+
+/// One analysed capture.
+#[derive(Debug, Serialize)]
+pub struct FileReport {
+    /// File name as given.
+    pub file: String,
+    /// The file was read to its end.
+    pub complete: bool,
+    /// Frame accounting.
+    pub frames: FrameAccounting,
+    /// Capture time of the first and last frame with LNet traffic (ns).
+    pub span_ns: Option<[i64; 2]>,
+    /// LNet messages that belong to no RPC, by reason.
+    pub unmatched_messages: BTreeMap<&'static str, u64>,
+}
+
+/// A peer pair in the report.
+#[derive(Debug, Serialize)]
+pub struct PeerEntry {
+    /// The capture it comes from.
+    pub file: String,
+    #[serde(flatten)]
+    pub peer: PeerReport,
+    /// RTT from TCP (µs).
+    pub rtt_us: RttReport,
+    /// TCP behaviour.
+    pub tcp: TcpPeerReport,
+    /// The throughput model.
+    pub model: ModelReport,
+    /// The smallest bound: `rpc_window`, `lnet_credits`, `tcp_congestion`,
+    /// `receive_window`, `server`, `link`.
+    pub binding_limit: &'static str,
+    /// What to change.
+    pub advice: Vec<Advice>,
+    /// The model per interval of the time series (intervals with bulk traffic).
+    pub intervals: Vec<IntervalModel>,
+}
+
+/// The model evaluated on one interval.
+#[derive(Debug, Serialize)]
+pub struct IntervalModel {
+    /// Interval start, ns.
+    pub t_ns: i64,
+    /// RTT in the interval (`min_us`, `mean_us`), when TCP gave samples.
+    pub rtt_us: Option<IntervalRtt>,
+    /// RTT the interval's model uses, µs: the peer's median RTT plus the rise of the
+    /// interval's smallest RTT over the capture's (a standing queue).
+    pub model_rtt_us: f64,
+    /// Bulk bytes per second in the interval.
+    pub observed_bytes_per_s: f64,
+    /// T_rpc with the interval's mean RPCs in flight.
+    pub t_rpc_bytes_per_s: f64,
+    /// The smallest bound.
+    pub t_model_bytes_per_s: f64,
+    /// The binding limit of the interval.
+    pub binding_limit: &'static str,
+    /// Congestion-window estimate in the interval, bytes.
+    pub cwnd_estimate: Option<u64>,
+}
+
+/// The model's numbers for a peer.
+#[derive(Debug, Serialize)]
+pub struct ModelReport {
+    /// T_rpc = RIF × BS / (2 × RTT), bytes/s.
+    pub t_rpc_bytes_per_s: f64,
+    /// The smallest bound, bytes/s.
+    pub t_model_bytes_per_s: f64,
+    /// RPCs in flight needed to fill the link (`--link-rate`), or to reach the next bound.
+    pub needed_rif: Option<u64>,
+    /// Observed / T_model.
+    pub efficiency: f64,
+    /// Every bound, ascending: limit and bytes/s.
+    pub bounds: Vec<Bound>,
+    /// The waterfall from the reference (link, else T_rpc) to the observed rate.
+    pub shares_lost: Vec<ShareLost>,
+    /// The inputs.
+    pub inputs: ModelInput,
+    /// Best rate seen over a 1 s window (or a third of the active period, if shorter),
+    /// bytes/s: the link carries at least this.
+    pub best_sustained_bytes_per_s: f64,
+    /// Where the link rate comes from: `--link-rate` or `not given`.
+    pub link_source: &'static str,
+    /// The steady window spans at least 10 round trips (shorter captures are dominated by
+    /// TCP slow start and the first RPCs; their verdict is flagged).
+    pub steady_state: bool,
+}
+
+/// The JSON report.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub tool: String,
+    pub files: Vec<FileReport>,
+    pub peers: Vec<PeerEntry>,
+    /// Fits across the captures (with two or more peers in all).
+    pub fits: Option<Fits>,
+}
+
+/// Models fitted across captures of one workload (seeds 002 and 003).
+#[derive(Debug, Serialize)]
+pub struct Fits {
+    /// Points used: (file, RTT s, RPC size bytes, RPCs in flight, throughput bytes/s).
+    pub points: Vec<(String, f64, f64, f64, f64)>,
+    /// Seed 002: Θ(τ) = B / τ; B in bytes, and the largest relative error.
+    pub buffer_bytes: Option<f64>,
+    /// Largest relative error of the B / τ fit.
+    pub buffer_fit_error: Option<f64>,
+    /// Seed 003 equation 4's k against the first point, and its largest relative error.
+    pub k: Option<f64>,
+    /// Largest relative error of the k fit.
+    pub k_fit_error: Option<f64>,
+}
