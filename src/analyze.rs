@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use lnetcap_lnet::record::MessageRecord;
 use lnetcap_lnet::{FramingEvent, LnetEvent};
-use lnetcap_report::build::{fits, peer_entry};
+use lnetcap_report::build::{connection_entries, fits, peer_entry};
 use lnetcap_report::summary::write_summary;
+use lnetcap_report::tables::{TableFormat, TableSet};
 use lnetcap_report::{FileReport, Report, REPORT_SCHEMA_VERSION};
 use lnetcap_rpc::{RpcConfig, RpcRecord, Tracker};
 
@@ -42,9 +44,58 @@ pub(crate) struct AnalyzeArgs {
     /// best sustained rate seen is reported beside it).
     #[arg(long, value_name = "RATE", value_parser = parse_rate)]
     pub link_rate: Option<f64>,
-    /// Do not print the terminal summary.
+    /// Write the tables (rpcs, messages, connections, peers, timeseries; docs/tables.md)
+    /// into this directory, created if missing.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Format of the `--out` tables.
+    #[arg(long, value_enum, default_value_t = TableFormatArg::Parquet)]
+    pub table_format: TableFormatArg,
+    /// Do not print the terminal summary, the list of files written or the progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// `--table-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TableFormatArg {
+    /// Apache Parquet.
+    Parquet,
+    /// CSV with a header line.
+    Csv,
+}
+
+impl From<TableFormatArg> for TableFormat {
+    fn from(f: TableFormatArg) -> Self {
+        match f {
+            TableFormatArg::Parquet => TableFormat::Parquet,
+            TableFormatArg::Csv => TableFormat::Csv,
+        }
+    }
+}
+
+/// Where RPC records go as they finish: `--rpcs` lines and the `rpcs` table.
+fn emit_rpcs(
+    rpcs: &mut Vec<RpcRecord>,
+    lines: Option<&mut BufWriter<Box<dyn Write>>>,
+    tables: Option<&mut TableSet>,
+    name: &str,
+    multi: bool,
+) -> Result<()> {
+    if let Some(t) = tables {
+        for r in rpcs.iter() {
+            t.rpc(name, r)?;
+        }
+    }
+    if let Some(w) = lines {
+        for mut r in rpcs.drain(..) {
+            r.file = multi.then(|| name.to_string());
+            serde_json::to_writer(&mut *w, &r)?;
+            w.write_all(b"\n")?;
+        }
+    }
+    rpcs.clear();
+    Ok(())
 }
 
 /// Parses a link rate into bytes per second: `10Gbit`, `10G` and `10Gb` are bits;
@@ -86,12 +137,20 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
         return Ok(exit::USAGE);
     }
     let mut rpc_out = a.rpcs.as_deref().map(create_output).transpose()?;
+    let mut tables = match &a.out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            Some(TableSet::create(dir, a.table_format.into())?)
+        }
+        None => None,
+    };
     let multi = a.files.len() > 1;
     let mut report = Report {
         schema_version: REPORT_SCHEMA_VERSION,
         tool: format!("lnetcap {}", env!("CARGO_PKG_VERSION")),
         files: Vec::new(),
         peers: Vec::new(),
+        connections: Vec::new(),
         fits: None,
     };
     for path in &a.files {
@@ -99,18 +158,6 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
         let mut tracker = Tracker::new(RpcConfig { interval_ns: (a.interval_ms.max(1) * 1_000_000) as i64 });
         let mut rpcs: Vec<RpcRecord> = Vec::new();
         let mut span: Option<[i64; 2]> = None;
-        let mut write_rpcs = |rpcs: &mut Vec<RpcRecord>| -> Result<()> {
-            if let Some(w) = rpc_out.as_mut() {
-                for mut r in rpcs.drain(..) {
-                    r.file = multi.then(|| name.clone());
-                    serde_json::to_writer(&mut *w, &r)?;
-                    w.write_all(b"\n")?;
-                }
-            } else {
-                rpcs.clear();
-            }
-            Ok(())
-        };
         let cfg = lnetcap_lnet::pipeline::DecodeConfig {
             series_interval_ns: (a.interval_ms.max(1) * 1_000_000) as i64,
             ..config(&a.ports, a.no_detect)
@@ -119,6 +166,10 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
             for ev in events.drain(..) {
                 match ev {
                     LnetEvent::Message(m) => {
+                        if let Some(t) = tables.as_mut() {
+                            let tcp = pipe.connection(m.conn).map(|c| c.tuple(m.dir)).unwrap_or_default();
+                            t.message(&name, &MessageRecord::from_message(&m, tcp))?;
+                        }
                         if let Some(conn) = pipe.connection(m.conn) {
                             span = Some(match span {
                                 Some([s, e]) => [s.min(m.first.ts_ns), e.max(m.last.ts_ns)],
@@ -137,7 +188,7 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
                     }
                 }
             }
-            write_rpcs(&mut rpcs)
+            emit_rpcs(&mut rpcs, rpc_out.as_mut(), tables.as_mut(), &name, multi)
         })?;
         let Some(run) = run else {
             code = exit::INPUT;
@@ -147,16 +198,23 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
             code = exit::INPUT;
         }
         tracker.finish(&mut rpcs);
-        write_rpcs(&mut rpcs)?;
+        emit_rpcs(&mut rpcs, rpc_out.as_mut(), tables.as_mut(), &name, multi)?;
         let summary = run.pipe.summary();
         report.files.push(FileReport {
             file: name.clone(),
             complete: run.complete,
-            frames: summary.frames,
+            frames: summary.frames.clone(),
             span_ns: span,
             unmatched_messages: tracker.unmatched.clone(),
         });
         let reports = tracker.reports();
+        report.connections.extend(connection_entries(
+            &run.pipe,
+            &summary,
+            &reports,
+            &name,
+            (a.interval_ms.max(1) * 1_000_000) as i64,
+        ));
         for peer in &reports {
             let entry = peer_entry(&run.pipe, peer.clone(), &reports, a.link_rate, &name);
             report.peers.push(entry);
@@ -167,6 +225,13 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
     }
     if a.files.len() > 1 {
         report.fits = fits(&report.peers);
+    }
+    if let Some(t) = tables {
+        for w in t.finish(&report)? {
+            if !a.quiet {
+                eprintln!("lnetcap: wrote {} ({} rows)", w.path.display(), w.rows);
+            }
+        }
     }
     if let Some(p) = &a.json {
         let mut w = create_output(p)?;

@@ -1,13 +1,18 @@
 //! Fills the report model from the pipeline's TCP analysis and the RPC tracker's reports,
 //! through lnetcap-model.
 
-use lnetcap_lnet::pipeline::Pipeline;
+use std::collections::BTreeSet;
+
+use lnetcap_lnet::pipeline::{DecodeSummary, Pipeline};
 use lnetcap_model::{advise, evaluate, ModelInput};
 use lnetcap_rpc::tcp::{bulk_directions, rtt_report, tcp_report, ConnPerfRef, RttReport};
 use lnetcap_rpc::PeerReport;
+use lnetcap_tcp::perf::DirPerf;
 use lnetcap_tcp::ConnId;
 
-use crate::model::{Fits, IntervalModel, ModelReport, PeerEntry};
+use crate::model::{
+    ConnectionEntry, DirectionEntry, DirectionInterval, DirectionTcp, Fits, IntervalModel, ModelReport, PeerEntry,
+};
 
 /// Fits across the captures' peers (seeds 002 and 003), with two points or more.
 pub fn fits(peers: &[PeerEntry]) -> Option<Fits> {
@@ -208,4 +213,93 @@ pub fn peer_entry(
         intervals,
         peer,
     }
+}
+
+/// Every LNet connection of a capture: the decode accounting, the peer pair it belongs to,
+/// and its TCP behaviour per direction with the per-interval series (`interval_ns`).
+pub fn connection_entries(
+    pipe: &Pipeline,
+    summary: &DecodeSummary,
+    peers: &[PeerReport],
+    file: &str,
+    interval_ns: i64,
+) -> Vec<ConnectionEntry> {
+    let per_s = 1e9 / interval_ns.max(1) as f64;
+    summary
+        .connections
+        .iter()
+        .map(|c| {
+            let owner = peers.iter().find_map(|p| p.connections.iter().find(|pc| pc.id == c.id).map(|pc| (p, pc)));
+            let perf = pipe.tcp_perf(ConnId(c.id));
+            let direction = |d: usize| {
+                let sender = owner.map(|(_, pc)| if (d == 0) == pc.active_is_client { "client" } else { "server" });
+                let (tcp_perf, series) = match perf {
+                    Some(p) => direction_tcp(p[d], p[1 - d], per_s),
+                    None => (DirectionTcp::default(), Vec::new()),
+                };
+                DirectionEntry { sender, stream: c.dirs[d].clone(), tcp_perf, series }
+            };
+            ConnectionEntry {
+                file: file.to_string(),
+                id: c.id,
+                client_nid: owner.map(|(p, _)| p.client_nid.clone()),
+                server_nid: owner.map(|(p, _)| p.server_nid.clone()),
+                conn_type: owner.map(|(_, pc)| pc.conn_type),
+                type_inferred: owner.is_some_and(|(_, pc)| pc.type_inferred),
+                active: c.active.clone(),
+                passive: c.passive.clone(),
+                active_rule: c.active_rule,
+                first_frame: c.first_frame,
+                last_frame: c.last_frame,
+                directions: [direction(0), direction(1)],
+            }
+        })
+        .collect()
+}
+
+/// A direction's TCP summary and series: `p` is its data's analysis (loops are measured on
+/// its data; `_rev` is the reverse direction, unused today).
+fn direction_tcp(p: &DirPerf, _rev: &DirPerf, per_s: f64) -> (DirectionTcp, Vec<DirectionInterval>) {
+    let us = |x: f64| x / 1000.0;
+    let s = DirectionTcp {
+        payload_bytes: p.payload_bytes,
+        data_segments: p.data_segments,
+        retransmits: p.retransmits,
+        retransmits_fast: p.retransmits_fast,
+        retransmits_timeout: p.retransmits_timeout,
+        retransmits_spurious: p.retransmits_spurious,
+        out_of_order: p.out_of_order,
+        dup_acks: p.dup_acks,
+        zero_windows: p.zero_windows,
+        loop_min_us: p.loops.min().map(us),
+        loop_p50_us: p.loops.quantile(0.5).map(us),
+        loop_p95_us: p.loops.quantile(0.95).map(us),
+        loop_samples: p.loops.count(),
+        bytes_in_flight_max: p.inflight_max,
+        cwnd_estimate_max: p.flight_series.values().map(|b| b.cwnd).max().unwrap_or(0),
+        rcv_wscale: p.rcv_wscale,
+        wscale_inferred: p.wscale_inferred,
+        idle_ms: p.idle_ns as f64 / 1e6,
+    };
+    let keys: BTreeSet<i64> =
+        p.tx_series.keys().chain(p.flight_series.keys()).chain(p.loop_series.keys()).copied().collect();
+    let series = keys
+        .into_iter()
+        .map(|t| {
+            let tx = p.tx_series.get(&t).copied().unwrap_or_default();
+            let fl = p.flight_series.get(&t);
+            let lp = p.loop_series.get(&t);
+            DirectionInterval {
+                t_ns: t,
+                payload_bytes_per_s: tx.bytes as f64 * per_s,
+                retransmits: tx.retransmits,
+                bytes_in_flight_max: fl.filter(|b| b.samples > b.recovery).map(|b| b.max_flight),
+                cwnd_estimate: fl.filter(|b| b.cwnd > 0).map(|b| b.cwnd),
+                rwnd: fl.map(|b| b.rwnd),
+                loop_min_us: lp.map(|b| us(b.min as f64)),
+                loop_mean_us: lp.filter(|b| b.n > 0).map(|b| us(b.sum as f64 / f64::from(b.n))),
+            }
+        })
+        .collect();
+    (s, series)
 }

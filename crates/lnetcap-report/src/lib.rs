@@ -3,6 +3,7 @@
 //! - [`model`]: the report (files, peers, the model per peer and interval).
 //! - [`build`]: fills it from the pipeline and the RPC tracker, through lnetcap-model.
 //! - [`summary`]: the terminal summary.
+//! - [`tables`]: Parquet / CSV tables (polars).
 //!
 //! Renderers write to `impl Write`; the CLI opens the files.
 
@@ -10,5 +11,9 @@ pub mod build;
 pub mod fmt;
 pub mod model;
 pub mod summary;
+pub mod tables;
 
-pub use model::{FileReport, Fits, IntervalModel, ModelReport, PeerEntry, Report, REPORT_SCHEMA_VERSION};
+pub use model::{
+    ConnectionEntry, DirectionEntry, DirectionInterval, DirectionTcp, FileReport, Fits, IntervalModel, ModelReport,
+    PeerEntry, Report, REPORT_SCHEMA_VERSION,
+};

@@ -50,7 +50,7 @@ pub struct PeerEntry {
 }
 
 /// The model evaluated on one interval.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct IntervalModel {
     /// Interval start, ns.
     pub t_ns: i64,
@@ -105,6 +105,8 @@ pub struct Report {
     pub tool: String,
     pub files: Vec<FileReport>,
     pub peers: Vec<PeerEntry>,
+    /// Every TCP connection with LNet traffic.
+    pub connections: Vec<ConnectionEntry>,
     /// Fits across the captures (with two or more peers in all).
     pub fits: Option<Fits>,
 }
@@ -122,4 +124,110 @@ pub struct Fits {
     pub k: Option<f64>,
     /// Largest relative error of the k fit.
     pub k_fit_error: Option<f64>,
+}
+
+/// One TCP connection with LNet traffic, from the decode accounting and the TCP analysis.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnectionEntry {
+    /// The capture it comes from.
+    pub file: String,
+    /// Connection id (order of first packet, as in `decode`).
+    pub id: u32,
+    /// Client and server NIDs of the peer pair it belongs to (none when no RPC used it).
+    pub client_nid: Option<String>,
+    /// Server NID.
+    pub server_nid: Option<String>,
+    /// Type from the active side's point of view, and whether it was inferred.
+    pub conn_type: Option<&'static str>,
+    /// The type was inferred from the traffic.
+    pub type_inferred: bool,
+    /// `active ip:port`, `passive ip:port`.
+    pub active: String,
+    /// Passive endpoint.
+    pub passive: String,
+    /// How the active side was decided (`syn`, `acceptor_port`, ...).
+    pub active_rule: &'static str,
+    /// First and last frame.
+    pub first_frame: u64,
+    /// Last frame.
+    pub last_frame: u64,
+    /// [from the active side, from the passive side].
+    pub directions: [DirectionEntry; 2],
+}
+
+/// One direction of a connection.
+#[derive(Debug, Clone, Serialize)]
+pub struct DirectionEntry {
+    /// `client` or `server` (the sender), when the connection belongs to a peer pair.
+    pub sender: Option<&'static str>,
+    /// Decode accounting of the stream (as `decode`'s summary; `tcp` is
+    /// `src:port->dst:port`).
+    pub stream: lnetcap_lnet::pipeline::DirSummary,
+    /// TCP behaviour of the direction's data.
+    pub tcp_perf: DirectionTcp,
+    /// Per series interval (in the tables, not the JSON).
+    #[serde(skip)]
+    pub series: Vec<DirectionInterval>,
+}
+
+/// TCP behaviour of one direction's data.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DirectionTcp {
+    /// Payload bytes (retransmissions included) and segments.
+    pub payload_bytes: u64,
+    /// Payload segments.
+    pub data_segments: u64,
+    /// Retransmitted segments, and by cause.
+    pub retransmits: u64,
+    /// ... after ≥ 3 duplicate ACKs.
+    pub retransmits_fast: u64,
+    /// ... after a silence (timeout).
+    pub retransmits_timeout: u64,
+    /// ... of data already acknowledged.
+    pub retransmits_spurious: u64,
+    /// Segments that filled a hole the capture had not seen.
+    pub out_of_order: u64,
+    /// Duplicate ACKs from the receiver.
+    pub dup_acks: u64,
+    /// Zero-window ACKs from the receiver.
+    pub zero_windows: u64,
+    /// Loop capture → receiver → capture, µs: min, median, p95.
+    pub loop_min_us: Option<f64>,
+    /// Median loop.
+    pub loop_p50_us: Option<f64>,
+    /// 95th percentile loop.
+    pub loop_p95_us: Option<f64>,
+    /// Loop samples.
+    pub loop_samples: u64,
+    /// Largest bytes in flight (sender's view).
+    pub bytes_in_flight_max: u64,
+    /// Largest congestion-window estimate.
+    pub cwnd_estimate_max: u64,
+    /// Receiver's window scale (from its SYN), and whether it was not seen.
+    pub rcv_wscale: Option<u8>,
+    /// The scale was not seen.
+    pub wscale_inferred: bool,
+    /// Idle time (nothing outstanding, nothing sent for more than a loop), ms.
+    pub idle_ms: f64,
+}
+
+/// One direction in one series interval.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct DirectionInterval {
+    /// Interval start, ns.
+    pub t_ns: i64,
+    /// Payload bytes per second (retransmissions included).
+    pub payload_bytes_per_s: f64,
+    /// Retransmitted segments.
+    pub retransmits: u32,
+    /// Largest bytes in flight outside loss recovery (None: no ACK in the interval).
+    pub bytes_in_flight_max: Option<u64>,
+    /// Congestion-window estimate.
+    pub cwnd_estimate: Option<u64>,
+    /// Last receive window advertised.
+    pub rwnd: Option<u64>,
+    /// Smallest and mean loop, µs.
+    pub loop_min_us: Option<f64>,
+    /// Mean loop.
+    pub loop_mean_us: Option<f64>,
 }

@@ -62,6 +62,8 @@ pub struct DirPerf {
     pub flight_series: BTreeMap<i64, FlightBucket>,
     /// The congestion-window estimate's running state.
     pub cwnd: CwndHeld,
+    /// Payload segments per series interval (capture time): interval start → bucket.
+    pub tx_series: BTreeMap<i64, TxBucket>,
     /// Payload segments.
     pub data_segments: u64,
     /// Payload bytes of all segments (retransmissions included).
@@ -83,6 +85,17 @@ pub struct FlightSample {
     /// everything sent before it): the flight counts bytes the sender has given up as
     /// lost, so it is no evidence of the congestion window.
     pub recovery: bool,
+}
+
+/// Payload segments of one series interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxBucket {
+    /// Payload bytes (retransmissions included).
+    pub bytes: u64,
+    /// Payload segments.
+    pub segments: u32,
+    /// Retransmitted segments.
+    pub retransmits: u32,
 }
 
 /// Bytes in flight of one series interval.
@@ -424,6 +437,14 @@ impl ConnPerf {
                 }
                 me.seen.add(seq, end);
                 let retrans = repeats;
+                let k = s.ts.div_euclid(self.series_ns) * self.series_ns;
+                let b = match me.perf.tx_series.last_entry() {
+                    Some(e) if *e.key() == k => e.into_mut(),
+                    _ => me.perf.tx_series.entry(k).or_default(),
+                };
+                b.bytes += u64::from(s.len);
+                b.segments += 1;
+                b.retransmits += u32::from(retrans);
                 if retrans {
                     me.perf.retransmits += 1;
                     me.perf.bytes_retransmitted += u64::from(s.len);
