@@ -9,6 +9,8 @@ use clap::Args;
 use lnetcap_lnet::record::MessageRecord;
 use lnetcap_lnet::{FramingEvent, LnetEvent};
 use lnetcap_report::build::{connection_entries, fits, peer_entry};
+use lnetcap_report::charts::{charts, png};
+use lnetcap_report::html::write_html;
 use lnetcap_report::summary::write_summary;
 use lnetcap_report::tables::{TableFormat, TableSet};
 use lnetcap_report::{FileReport, Report, REPORT_SCHEMA_VERSION};
@@ -45,9 +47,12 @@ pub(crate) struct AnalyzeArgs {
     #[arg(long, value_name = "RATE", value_parser = parse_rate)]
     pub link_rate: Option<f64>,
     /// Write the tables (rpcs, messages, connections, peers, timeseries; docs/tables.md)
-    /// into this directory, created if missing.
+    /// and report.html (charts, advice) into this directory, created if missing.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// With `--out`: also write each chart of report.html as DIR/<chart>.png.
+    #[arg(long, requires = "out")]
+    pub png: bool,
     /// Format of the `--out` tables.
     #[arg(long, value_enum, default_value_t = TableFormatArg::Parquet)]
     pub table_format: TableFormatArg,
@@ -148,6 +153,7 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
     let mut report = Report {
         schema_version: REPORT_SCHEMA_VERSION,
         tool: format!("lnetcap {}", env!("CARGO_PKG_VERSION")),
+        interval_ns: (a.interval_ms.max(1) * 1_000_000) as i64,
         files: Vec::new(),
         peers: Vec::new(),
         connections: Vec::new(),
@@ -226,10 +232,26 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
     if a.files.len() > 1 {
         report.fits = fits(&report.peers);
     }
-    if let Some(t) = tables {
+    if let (Some(t), Some(dir)) = (tables, &a.out) {
         for w in t.finish(&report)? {
             if !a.quiet {
                 eprintln!("lnetcap: wrote {} ({} rows)", w.path.display(), w.rows);
+            }
+        }
+        let path = dir.join("report.html");
+        let mut w = create_output(&path)?;
+        write_html(&mut w, &report).with_context(|| format!("writing {}", path.display()))?;
+        w.flush().with_context(|| format!("writing {}", path.display()))?;
+        if !a.quiet {
+            eprintln!("lnetcap: wrote {}", path.display());
+        }
+        if a.png {
+            for c in charts(&report) {
+                let path = dir.join(format!("{}.png", c.id));
+                png(&report, &c, &path)?;
+                if !a.quiet {
+                    eprintln!("lnetcap: wrote {}", path.display());
+                }
             }
         }
     }

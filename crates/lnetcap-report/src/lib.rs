@@ -4,11 +4,14 @@
 //! - [`build`]: fills it from the pipeline and the RPC tracker, through lnetcap-model.
 //! - [`summary`]: the terminal summary.
 //! - [`tables`]: Parquet / CSV tables (polars).
+//! - [`charts`], [`html`]: the charts (plotters; SVG, PNG) and the self-contained HTML page.
 //!
 //! Renderers write to `impl Write`; the CLI opens the files.
 
 pub mod build;
+pub mod charts;
 pub mod fmt;
+pub mod html;
 pub mod model;
 pub mod summary;
 pub mod tables;

@@ -103,6 +103,8 @@ pub struct ModelReport {
 pub struct Report {
     pub schema_version: u32,
     pub tool: String,
+    /// The time-series interval (`--interval-ms`), ns.
+    pub interval_ns: i64,
     pub files: Vec<FileReport>,
     pub peers: Vec<PeerEntry>,
     /// Every TCP connection with LNet traffic.
