@@ -10,6 +10,7 @@ use lnetcap_lnet::record::MessageRecord;
 use lnetcap_lnet::{FramingEvent, LnetEvent};
 use lnetcap_report::build::{connection_entries, fits, peer_entry};
 use lnetcap_report::charts::{charts, png};
+use lnetcap_report::gate::{check, Gate};
 use lnetcap_report::html::write_html;
 use lnetcap_report::summary::write_summary;
 use lnetcap_report::tables::{TableFormat, TableSet};
@@ -56,6 +57,11 @@ pub(crate) struct AnalyzeArgs {
     /// Format of the `--out` tables.
     #[arg(long, value_enum, default_value_t = TableFormatArg::Parquet)]
     pub table_format: TableFormatArg,
+    /// CI gate: exit 3 when EXPR holds for any peer, e.g. 'efficiency < 0.8',
+    /// 'binding_limit == lnet_credits', 'rtt > 25ms and throughput < 1Gbit'; repeatable
+    /// (README: "CI gates" has the language, fields and aliases).
+    #[arg(long = "fail-if", value_name = "EXPR", value_parser = Gate::parse)]
+    pub fail_if: Vec<Gate>,
     /// Do not print the terminal summary, the list of files written or the progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -266,6 +272,24 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
         let mut out = BufWriter::new(stdout.lock());
         write_summary(&mut out, &report)?;
         out.flush()?;
+    }
+    if !a.fail_if.is_empty() {
+        let json = serde_json::to_value(&report)?;
+        match check(&a.fail_if, &json) {
+            Err(e) => {
+                eprintln!("lnetcap: --fail-if: {e}");
+                return Ok(exit::USAGE);
+            }
+            Ok(failures) => {
+                for f in &failures {
+                    let values = if f.values.is_empty() { String::new() } else { format!(": {}", f.values.join(", ")) };
+                    eprintln!("lnetcap: gate failed: --fail-if '{}' holds for {}{values}", f.gate, f.peer);
+                }
+                if !failures.is_empty() && code == exit::OK {
+                    code = exit::GATE;
+                }
+            }
+        }
     }
     Ok(code)
 }

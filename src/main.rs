@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 mod analyze;
 mod decode;
+mod diff;
 mod input;
 mod synth;
 
@@ -18,14 +19,18 @@ pub(crate) mod exit {
     /// An input could not be opened, or could not be read to its end (truncated, not a
     /// capture, I/O error). What could be read was still decoded and reported.
     pub const INPUT: u8 = 1;
-    /// Command-line usage error.
+    /// Command-line usage error (also a `--fail-if` expression that does not parse or
+    /// names no field of the report).
     pub const USAGE: u8 = 2;
+    /// A gate failed: a `--fail-if` expression held for a peer, or `diff` found a
+    /// regression. (1 takes precedence: an input not read to its end.)
+    pub const GATE: u8 = 3;
 }
 
 #[derive(Parser, Debug)]
 #[command(name = "lnetcap", version, about = "Lustre LNet (socklnd) capture analyzer: decode socklnd/LNet/PtlRPC from tcpdump captures", long_about = None)]
 #[command(
-    after_help = "Exit codes: 0 success; 1 an input could not be opened or read to its end (what was read is still reported); 2 usage error."
+    after_help = "Exit codes: 0 success; 1 an input could not be opened or read to its end (what was read is still reported); 2 usage error; 3 a gate failed (--fail-if held, or diff found a regression)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -39,6 +44,9 @@ enum Cmd {
     Analyze(analyze::AnalyzeArgs),
     /// Decode every socklnd / LNet / PtlRPC message of one or more captures.
     Decode(decode::DecodeArgs),
+    /// Compare two JSON reports (`analyze --json`): what changed per peer, and whether
+    /// anything regressed beyond its tolerance (exit 3).
+    Diff(diff::DiffArgs),
     /// Write a deterministic scenario capture and its ground-truth file.
     Synth(synth::SynthArgs),
 }
@@ -55,6 +63,7 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Analyze(a) => analyze::run(&a),
         Cmd::Decode(a) => decode::run(&a),
+        Cmd::Diff(a) => diff::run(&a),
         Cmd::Synth(a) => synth::run(&a),
     };
     match res {

@@ -5,12 +5,15 @@
 //! - [`summary`]: the terminal summary.
 //! - [`tables`]: Parquet / CSV tables (polars).
 //! - [`charts`], [`html`]: the charts (plotters; SVG, PNG) and the self-contained HTML page.
+//! - [`gate`], [`diff`]: CI gates over the JSON report (`--fail-if`, `lnetcap diff`).
 //!
 //! Renderers write to `impl Write`; the CLI opens the files.
 
 pub mod build;
 pub mod charts;
+pub mod diff;
 pub mod fmt;
+pub mod gate;
 pub mod html;
 pub mod model;
 pub mod summary;

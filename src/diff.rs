@@ -1,0 +1,68 @@
+//! `lnetcap diff`.
+
+use std::collections::BTreeMap;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use lnetcap_report::diff::{diff, parse_tolerance, write_text, Tolerance};
+
+use crate::exit;
+
+#[derive(Args, Debug)]
+pub(crate) struct DiffArgs {
+    /// The reference report (`analyze --json`).
+    pub base: PathBuf,
+    /// The report to check against it.
+    pub new: PathBuf,
+    /// Tolerance of a metric: `NAME=5%` (relative to the base) or `NAME=0.02` (absolute,
+    /// in the field's unit); repeatable. Metrics: throughput (5%), efficiency (0.05), rpcs
+    /// (0), rpcs_partial (0), latency_p50 (10%), latency_p99 (10%), retransmits (10%);
+    /// rif, rtt and t_model are reported, never regressions.
+    #[arg(long = "tolerance", value_name = "NAME=VALUE", value_parser = parse_tolerance)]
+    pub tolerances: Vec<(String, Tolerance)>,
+    /// Show every compared value, not only the changed ones.
+    #[arg(long)]
+    pub all: bool,
+    /// Write the comparison as JSON here (`-` for stdout instead of the text).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+fn read(p: &PathBuf) -> Result<serde_json::Value> {
+    let text = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&text).with_context(|| format!("{}: not a JSON report", p.display()))?;
+    anyhow::ensure!(
+        v.get("peers").is_some_and(|p| p.is_array()),
+        "{}: not an lnetcap JSON report (no peers array)",
+        p.display()
+    );
+    Ok(v)
+}
+
+pub(crate) fn run(a: &DiffArgs) -> Result<u8> {
+    let (base, new) = (read(&a.base)?, read(&a.new)?);
+    let tol: BTreeMap<String, Tolerance> = a.tolerances.iter().cloned().collect();
+    let d = diff(&base, &new, &tol);
+    let to_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    if let Some(p) = &a.json {
+        let w: Box<dyn Write> = if to_stdout {
+            Box::new(io::stdout())
+        } else {
+            Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?)
+        };
+        let mut w = BufWriter::new(w);
+        serde_json::to_writer_pretty(&mut w, &d)?;
+        w.write_all(b"\n")?;
+        w.flush()?;
+    }
+    if !to_stdout {
+        let stdout = io::stdout();
+        let mut out = BufWriter::new(stdout.lock());
+        write_text(&mut out, &d, a.all)?;
+        out.flush()?;
+    }
+    Ok(if d.regressions > 0 { exit::GATE } else { exit::OK })
+}
