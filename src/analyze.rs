@@ -174,7 +174,7 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
             series_interval_ns: (a.interval_ms.max(1) * 1_000_000) as i64,
             ..config(&a.ports, a.no_detect)
         };
-        let run = run_file(path, cfg, |pipe, events| {
+        let run = run_file(path, cfg, !a.quiet, |pipe, events| {
             for ev in events.drain(..) {
                 match ev {
                     LnetEvent::Message(m) => {

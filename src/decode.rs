@@ -38,6 +38,9 @@ pub(crate) struct DecodeArgs {
     /// Do not print the accounting summary at the end.
     #[arg(long)]
     pub no_summary: bool,
+    /// No progress bar (it is only drawn when stderr is a terminal and stdout is not).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 pub(crate) fn config(ports: &[u16], no_detect: bool) -> DecodeConfig {
@@ -53,12 +56,13 @@ pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut code = exit::OK;
     let multi = a.files.len() > 1;
+    let progress = !a.quiet && !io::IsTerminal::is_terminal(&io::stdout());
     for path in &a.files {
         let name = path.display().to_string();
         let file = multi.then_some(name.as_str());
         // Decoding needs the byte streams only, not the TCP behaviour analysis.
         let cfg = DecodeConfig { tcp_perf: false, ..config(&a.ports, a.no_detect) };
-        let run = run_file(path, cfg, |pipe, events| write_events(&mut out, pipe, events, a.format, file))?;
+        let run = run_file(path, cfg, progress, |pipe, events| write_events(&mut out, pipe, events, a.format, file))?;
         let Some(run) = run else {
             code = exit::INPUT;
             continue;

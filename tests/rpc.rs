@@ -19,9 +19,12 @@ use std::process::Command;
 use serde_json::Value;
 
 fn analyze(cap: &Path) -> (Vec<Value>, Value) {
+    // One directory per call: tests run in parallel and lab captures share a file name.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
-        "lnetcap-rpc-{}-{}",
+        "lnetcap-rpc-{}-{}-{}",
         std::process::id(),
+        CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         cap.file_name().unwrap().to_string_lossy()
     ));
     std::fs::create_dir_all(&dir).unwrap();
