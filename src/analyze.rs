@@ -156,10 +156,11 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
         None => None,
     };
     let multi = a.files.len() > 1;
+    let interval_ns = (a.interval_ms.max(1) * 1_000_000) as i64;
     let mut report = Report {
         schema_version: REPORT_SCHEMA_VERSION,
         tool: format!("lnetcap {}", env!("CARGO_PKG_VERSION")),
-        interval_ns: (a.interval_ms.max(1) * 1_000_000) as i64,
+        interval_ns,
         files: Vec::new(),
         peers: Vec::new(),
         connections: Vec::new(),
@@ -167,13 +168,11 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
     };
     for path in &a.files {
         let name = path.display().to_string();
-        let mut tracker = Tracker::new(RpcConfig { interval_ns: (a.interval_ms.max(1) * 1_000_000) as i64 });
+        let mut tracker = Tracker::new(RpcConfig { interval_ns });
         let mut rpcs: Vec<RpcRecord> = Vec::new();
         let mut span: Option<[i64; 2]> = None;
-        let cfg = lnetcap_lnet::pipeline::DecodeConfig {
-            series_interval_ns: (a.interval_ms.max(1) * 1_000_000) as i64,
-            ..config(&a.ports, a.no_detect)
-        };
+        let cfg =
+            lnetcap_lnet::pipeline::DecodeConfig { series_interval_ns: interval_ns, ..config(&a.ports, a.no_detect) };
         let run = run_file(path, cfg, !a.quiet, |pipe, events| {
             for ev in events.drain(..) {
                 match ev {
@@ -220,13 +219,7 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
             unmatched_messages: tracker.unmatched.clone(),
         });
         let reports = tracker.reports();
-        report.connections.extend(connection_entries(
-            &run.pipe,
-            &summary,
-            &reports,
-            &name,
-            (a.interval_ms.max(1) * 1_000_000) as i64,
-        ));
+        report.connections.extend(connection_entries(&run.pipe, &summary, &reports, &name, interval_ns));
         for peer in &reports {
             let entry = peer_entry(&run.pipe, peer.clone(), &reports, a.link_rate, &name);
             report.peers.push(entry);

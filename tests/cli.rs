@@ -176,30 +176,7 @@ fn garbage_payloads_never_panic_and_add_up() {
 #[test]
 fn non_lnet_capture_says_so() {
     // Ethernet/IPv4/TCP port 80 traffic and an ARP frame, built by hand.
-    let mut w = lnetcap_synth::pcapw::CaptureWriter::new(
-        lnetcap_synth::Container::PcapUs,
-        lnetcap_synth::Link::Ethernet,
-        65535,
-    );
-    for i in 0..20u32 {
-        let p = lnetcap_synth::pcapw::build_packet(
-            lnetcap_synth::Link::Ethernet,
-            &lnetcap_synth::pcapw::TcpPacket {
-                src: "192.0.2.1".parse().unwrap(),
-                dst: "192.0.2.2".parse().unwrap(),
-                sport: 40000,
-                dport: 80,
-                seq: 1000 + i * 100,
-                ack: 0,
-                flags: 0x18,
-                window: 100,
-                options: &[],
-                payload: b"GET / HTTP/1.1\r\nHost: example\r\n\r\n",
-                ip_id: i as u16,
-            },
-        );
-        w.packet(i64::from(i) * 1000, &p);
-    }
+    let mut w = common::http_capture(20);
     let mut arp = vec![0xffu8; 12];
     arp.extend_from_slice(&[0x08, 0x06]);
     arp.extend_from_slice(&[0; 28]);

@@ -177,29 +177,8 @@ fn report_html_is_self_contained_with_labelled_charts_for_every_fixture() {
 fn report_html_without_lnet_traffic_says_so() {
     let dir = tmpdir("empty");
     // A capture of TCP traffic on another port: no peers, no charts, a clear sentence.
-    use lnetcap_synth::pcapw::{build_packet, CaptureWriter, Container, Link, TcpPacket};
-    let mut w = CaptureWriter::new(Container::PcapUs, Link::Ethernet, 65535);
-    for i in 0..3u32 {
-        let p = build_packet(
-            Link::Ethernet,
-            &TcpPacket {
-                src: "10.0.0.1".parse().unwrap(),
-                dst: "10.0.0.2".parse().unwrap(),
-                sport: 40000,
-                dport: 80,
-                seq: 1 + i * 34,
-                ack: 1,
-                flags: 0x18,
-                window: 100,
-                options: &[],
-                payload: b"GET / HTTP/1.1\r\nHost: example\r\n\r\n",
-                ip_id: i as u16,
-            },
-        );
-        w.packet(i64::from(i) * 1000, &p);
-    }
     let pcap = dir.join("other.pcap");
-    std::fs::write(&pcap, w.finish()).unwrap();
+    std::fs::write(&pcap, common::http_capture(3).finish()).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_lnetcap"))
         .args(["analyze", "-q", "--out"])
         .arg(&dir)

@@ -43,6 +43,34 @@ pub fn decode(path: &Path) -> (Vec<Value>, DecodeSummary) {
     (out, pipe.summary())
 }
 
+/// A capture of `n` Ethernet/IPv4/TCP packets of HTTP requests (port 80, no LNet), one
+/// per µs, left open for more packets.
+pub fn http_capture(n: u32) -> lnetcap_synth::pcapw::CaptureWriter {
+    use lnetcap_synth::pcapw::{build_packet, CaptureWriter, TcpPacket};
+    use lnetcap_synth::{Container, Link};
+    let mut w = CaptureWriter::new(Container::PcapUs, Link::Ethernet, 65535);
+    for i in 0..n {
+        let p = build_packet(
+            Link::Ethernet,
+            &TcpPacket {
+                src: "192.0.2.1".parse().unwrap(),
+                dst: "192.0.2.2".parse().unwrap(),
+                sport: 40000,
+                dport: 80,
+                seq: 1000 + i * 100,
+                ack: 0,
+                flags: 0x18,
+                window: 100,
+                options: &[],
+                payload: b"GET / HTTP/1.1\r\nHost: example\r\n\r\n",
+                ip_id: i as u16,
+            },
+        );
+        w.packet(i64::from(i) * 1000, &p);
+    }
+    w
+}
+
 /// Reads a JSON-lines file.
 pub fn read_jsonl(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::model::{ConnectionEntry, DirectionEntry, PeerEntry, Report};
+use crate::model::{DirectionEntry, PeerEntry, Report};
 
 /// The family name the charts and the HTML page use for the embedded font.
 pub const FONT: &str = "lnetcap-sans";
@@ -154,10 +154,10 @@ pub fn charts(r: &Report) -> Vec<Chart> {
 /// tenth of the busiest one's payload (so the control connection's replies are not one),
 /// busiest first: (connection index, direction index).
 pub fn bulk_directions(r: &Report, p: &PeerEntry) -> Vec<(usize, usize)> {
-    let sender = if p.peer.bytes_read >= p.peer.bytes_written { "server" } else { "client" };
+    let sender = p.bulk_sender();
     let mut v: Vec<(usize, usize, u64)> = Vec::new();
     for (ci, c) in r.connections.iter().enumerate() {
-        if c.file != p.file || !p.peer.connections.iter().any(|pc| pc.id == c.id) {
+        if !p.owns(c) {
             continue;
         }
         for (di, d) in c.directions.iter().enumerate() {
@@ -232,10 +232,7 @@ fn text_style(size: u32) -> TextStyle<'static> {
 
 /// The time origin of a peer's charts: its first interval (or its connections').
 fn peer_t0(r: &Report, p: &PeerEntry) -> i64 {
-    let conns = r
-        .connections
-        .iter()
-        .filter(|c: &&ConnectionEntry| c.file == p.file && p.peer.connections.iter().any(|pc| pc.id == c.id));
+    let conns = r.connections.iter().filter(|c| p.owns(c));
     let mut t0 = p.peer.timeseries.first().map(|t| t.t_ns);
     for c in conns {
         for d in &c.directions {
@@ -297,6 +294,17 @@ fn headroom(v: impl IntoIterator<Item = f64>, factor: f64) -> f64 {
 
 fn legend_line(color: RGBColor, width: u32) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
     move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], color.stroke_width(width))
+}
+
+/// The label of a category axis at `v`: the name of category `v` when `v` is a whole
+/// index, else nothing (plotters also asks for in-between tick positions).
+fn category(names: &[String], v: f64) -> String {
+    let i = v.round();
+    if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
+        names[i as usize].clone()
+    } else {
+        String::new()
+    }
 }
 
 /// Axis numbers without trailing zeros: `150`, `2.5`, `0.25`.
@@ -647,14 +655,7 @@ fn latency<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, title: &str, p: &P
         .y_desc("RPCs (count)")
         .y_label_formatter(&num)
         .x_labels(n.min(24))
-        .x_label_formatter(&|v| {
-            let i = v.round();
-            if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < labels.len() {
-                labels[i as usize].clone()
-            } else {
-                String::new()
-            }
-        })
+        .x_label_formatter(&|v| category(&labels, *v))
         .label_style(text_style(12))
         .axis_desc_style(text_style(14))
         .disable_x_mesh()
@@ -712,14 +713,7 @@ fn phases<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, title: &str, peers:
         .y_desc("peer (client NID)")
         .x_label_formatter(&num)
         .y_labels(n.min(20))
-        .y_label_formatter(&|v| {
-            let i = v.round();
-            if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
-                names[i as usize].clone()
-            } else {
-                String::new()
-            }
-        })
+        .y_label_formatter(&|v| category(&names, *v))
         .label_style(text_style(12))
         .axis_desc_style(text_style(14))
         .disable_y_mesh()

@@ -7,6 +7,8 @@
 
 use std::io::{Result, Write};
 
+use base64::Engine as _;
+
 use crate::charts::{self, limit_color, peer_label, Chart};
 use crate::fmt::{bytes, ms};
 use crate::model::{PeerEntry, Report};
@@ -22,23 +24,6 @@ pub fn esc(s: &str) -> String {
             '"' => o.push_str("&quot;"),
             '\'' => o.push_str("&#39;"),
             c => o.push(c),
-        }
-    }
-    o
-}
-
-fn base64(data: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut o = String::with_capacity(data.len().div_ceil(3) * 4);
-    for ch in data.chunks(3) {
-        let b = [ch[0], *ch.get(1).unwrap_or(&0), *ch.get(2).unwrap_or(&0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
-            if i <= ch.len() {
-                o.push(T[((n >> shift) & 63) as usize] as char);
-            } else {
-                o.push('=');
-            }
         }
     }
     o
@@ -95,7 +80,7 @@ pub fn write_html(out: &mut impl Write, r: &Report) -> Result<()> {
         out,
         "<style>\n@font-face {{ font-family: \"{}\"; src: url(data:font/ttf;base64,{}) format(\"truetype\"); }}{STYLE}</style>\n</head>\n<body>",
         charts::FONT,
-        base64(charts::FONT_TTF)
+        base64::engine::general_purpose::STANDARD.encode(charts::FONT_TTF)
     )?;
     writeln!(out, "<h1>lnetcap report</h1>")?;
     writeln!(
@@ -388,21 +373,6 @@ fn accounting(out: &mut impl Write, r: &Report) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_matches_rfc4648_examples() {
-        for (i, o) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(base64(i.as_bytes()), o, "{i:?}");
-        }
-    }
 
     #[test]
     fn esc_escapes_markup() {

@@ -49,6 +49,22 @@ pub struct PeerEntry {
     pub intervals: Vec<IntervalModel>,
 }
 
+impl PeerEntry {
+    /// Who sends the bulk data: the server for reads, the client for writes (the larger).
+    pub fn bulk_sender(&self) -> &'static str {
+        if self.peer.bytes_read >= self.peer.bytes_written {
+            "server"
+        } else {
+            "client"
+        }
+    }
+
+    /// Whether a connection of the report is one of this peer pair's.
+    pub fn owns(&self, c: &ConnectionEntry) -> bool {
+        c.file == self.file && self.peer.connections.iter().any(|pc| pc.id == c.id)
+    }
+}
+
 /// The model evaluated on one interval.
 #[derive(Debug, Clone, Serialize)]
 pub struct IntervalModel {

@@ -767,12 +767,8 @@ pub static TIMESERIES: Table<SeriesRow> = Table {
 pub fn series_rows(r: &Report) -> Vec<(String, SeriesRow)> {
     let mut out = Vec::new();
     for e in &r.peers {
-        let conns: Vec<&ConnectionEntry> = r
-            .connections
-            .iter()
-            .filter(|c| c.file == e.file && e.peer.connections.iter().any(|pc| pc.id == c.id))
-            .collect();
-        let bulk_sender = if e.peer.bytes_read >= e.peer.bytes_written { "server" } else { "client" };
+        let conns: Vec<&ConnectionEntry> = r.connections.iter().filter(|c| e.owns(c)).collect();
+        let bulk_sender = e.bulk_sender();
         for row in &e.peer.timeseries {
             let model = e.intervals.iter().find(|m| m.t_ns == row.t_ns).cloned();
             let mut tcp = PeerTcpInterval::default();
@@ -857,7 +853,7 @@ fn create<T: ?Sized + 'static>(
     table: &'static Table<T>,
     format: TableFormat,
 ) -> Result<FileWriter<T>, TableError> {
-    let path = dir.join(format!("{}.{}", table.name, format.extension()));
+    let path = path_of(dir, table, format);
     let f = std::fs::File::create(&path).map_err(|e| TableError(format!("creating {}: {e}", path.display())))?;
     TableWriter::new(table, format, std::io::BufWriter::with_capacity(1 << 16, f))
 }
