@@ -27,7 +27,7 @@ fn captures() -> Vec<(String, String)> {
         .collect();
     v.sort();
     for lab in ["lst_write_rtt20_c8_pc8", "ptlrpc_read_rtt20_c8_pc8", "lst_read_rtt50_c32_pc8"] {
-        v.push((format!("lab-{lab}"), format!("../shared/fixtures-lab/{lab}/trace.pcap.zst")));
+        v.push((format!("lab-{lab}"), format!("fixtures/lab/{lab}/trace.pcap.zst")));
     }
     v
 }

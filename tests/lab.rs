@@ -1,4 +1,4 @@
-//! The real-kernel-TCP captures of ../shared/fixtures-lab (see its README): every RPC of
+//! The real-kernel-TCP captures of fixtures/lab (see its README): every RPC of
 //! truth.jsonl shows up as its messages (request, bulk, LNet ACK, reply) with the right
 //! portals and match bits and with capture times that agree with the server-side truth
 //! times; the messages that do not show up are exactly those whose header fell into bytes
@@ -86,7 +86,7 @@ fn lab_captures_show_every_truth_rpc() {
     assert!(dir.is_dir(), "{} is missing: the lab captures are part of the test suite", dir.display());
     for lab in LABS {
         let (decoded, summary) = common::decode(&dir.join(lab).join("trace.pcap.zst"));
-        let truth = common::read_jsonl(&dir.join(lab).join("truth.jsonl"));
+        let truth = common::read_jsonl(&dir.join(lab).join("truth.jsonl.zst"));
         // Index decoded messages by (tcp, kind, portal, match bits).
         let mut index: HashMap<MsgKey, Vec<&Value>> = HashMap::new();
         for d in &decoded {

@@ -169,7 +169,7 @@ fn ns(v: &Value) -> i64 {
 fn lab_rpcs_match_truth() {
     for lab in ["lst_write_rtt20_c8_pc8", "lst_read_rtt50_c32_pc8", "ptlrpc_read_rtt20_c8_pc8"] {
         let dir = common::lab_dir().join(lab);
-        let truth = common::read_jsonl(&dir.join("truth.jsonl"));
+        let truth = common::read_jsonl(&dir.join("truth.jsonl.zst"));
         let summary: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
         let (rpcs, report) = analyze(&dir.join("trace.pcap.zst"));
         assert_eq!(rpcs.len(), truth.len(), "{lab}: RPC count");

@@ -14,9 +14,9 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The shared lab fixtures (../shared/fixtures-lab beside the repository).
+/// The real-kernel-TCP lab captures, vendored into the repository (fixtures/lab/README.md).
 pub fn lab_dir() -> PathBuf {
-    root().join("../shared/fixtures-lab")
+    root().join("fixtures/lab")
 }
 
 /// Decoded records (as JSON values, exactly as `decode --format jsonl` writes them) and the
@@ -71,9 +71,15 @@ pub fn http_capture(n: u32) -> lnetcap_synth::pcapw::CaptureWriter {
     w
 }
 
-/// Reads a JSON-lines file.
+/// Reads a JSON-lines file, zstd-compressed when its name ends in `.zst`.
 pub fn read_jsonl(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let bytes = if path.extension().is_some_and(|e| e == "zst") {
+        zstd::decode_all(&bytes[..]).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    } else {
+        bytes
+    };
+    let text = String::from_utf8(bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
