@@ -6,9 +6,17 @@
 //! the SYN was not captured):
 //!
 //! - in-order bytes are delivered at once, borrowing the capture buffer;
-//! - out-of-order segments wait in a bounded buffer ([`limits`]) until the hole fills, the
-//!   peer acknowledges the missing bytes (capture loss), the buffer overflows, or the capture
-//!   ends; then the hole becomes a [`GapReason::CaptureLoss`] gap;
+//! - out-of-order segments wait in a bounded buffer ([`limits`]) for the hole's fill: a
+//!   segment the path dropped before the capture point leaves a hole that the sender's
+//!   retransmission fills about a round trip later, and the stream then continues as on a
+//!   loss-free capture (the TCP analysis counts that filler as a retransmission lost
+//!   upstream, [`perf::DirPerf::retransmits_upstream`]). A hole is given up on only when the
+//!   peer acknowledges past it, bytes arrive more than a TCP window beyond it
+//!   ([`limits::MAX_HOLE_SPAN`]), it waited [`limits::MAX_HOLE_WAIT_NS`] of capture time, or
+//!   the capture ends: it becomes a [`GapReason::CaptureLoss`] gap; or when the buffer's
+//!   memory bound ([`limits::MAX_OOO_BYTES`], [`limits::MAX_OOO_SEGMENTS`]) is reached: a
+//!   [`GapReason::BufferLimit`] gap. Only the captured prefix of a buffered segment is
+//!   copied; bytes the snaplen cut off are kept as a length;
 //! - retransmitted and overlapping bytes are dropped (first copy wins) after being compared
 //!   with the recently delivered bytes; a difference is an [`Anomaly::OverlapConflict`];
 //! - payload bytes that the snaplen cut off still occupy stream space: they are delivered as
@@ -34,7 +42,9 @@ pub enum GapReason {
     /// The snaplen cut the segment's payload: the bytes were sent but not captured.
     Snaplen,
     /// A segment was never captured (the peer acknowledged bytes the capture does not have,
-    /// or the capture ended with a hole).
+    /// bytes came a TCP window beyond the hole, the hole waited past
+    /// [`limits::MAX_HOLE_WAIT_NS`] without a retransmission filling it, or the capture ended
+    /// with a hole).
     CaptureLoss,
     /// The out-of-order buffer hit its limit and the hole was given up on.
     BufferLimit,

@@ -1,10 +1,33 @@
 //! Named limits of the TCP layer. Hitting one produces a gap or an anomaly, never an abort.
 
-/// Captured bytes held per direction while waiting for a hole to fill.
-pub const MAX_OOO_BYTES: usize = 8 * 1024 * 1024;
+/// Captured bytes held per direction while waiting for a hole to fill: one full receive
+/// window of the largest socket buffers in the lab captures (`tcp_rmem` max 64 MiB) at
+/// full snaplen. A receiver's cumulative ACK cannot pass a hole it has not received, so a
+/// sender puts at most one window beyond the hole however many round trips the hole lasts;
+/// with a snaplen only the captured prefix of each segment is held (the rest is a length),
+/// so the bound then covers many windows. Past it the hole becomes a
+/// [`crate::GapReason::BufferLimit`] gap.
+pub const MAX_OOO_BYTES: usize = 64 * 1024 * 1024;
 
-/// Out-of-order segments held per direction.
-pub const MAX_OOO_SEGMENTS: usize = 8192;
+/// Out-of-order segments held per direction: a 64 MiB window of 512-byte segments (each
+/// held segment costs ~100 bytes besides its captured bytes).
+pub const MAX_OOO_SEGMENTS: usize = 1 << 17;
+
+/// How far (stream bytes) beyond a hole buffered bytes may reach before the hole is
+/// declared lost by the capture ([`crate::GapReason::CaptureLoss`]): the largest TCP window
+/// (65535 << 14 < 2^30, RFC 7323). A sender cannot send more than a window past the
+/// receiver's cumulative ACK, so bytes further than that prove the receiver had the hole.
+pub const MAX_HOLE_SPAN: u64 = 1 << 30;
+
+/// How long (capture time, ns) a hole may wait for the sender's retransmission before it is
+/// declared lost by the capture ([`crate::GapReason::CaptureLoss`]), counted from the
+/// arrival of the first buffered segment beyond it. A segment lost before the capture
+/// point is resent about one round trip later (fast retransmit, RACK, tail loss probe) or
+/// after a retransmission timeout: Linux's RTO is at least 200 ms and doubles per attempt,
+/// so 4 s covers the first timeout and three backoffs on the lab's 30 ms path
+/// (0.23 + 0.46 + 0.92 + 1.84 s). It stays well below the RPC layer's report delay (10 s)
+/// so that bytes delivered after the wait still join their RPCs.
+pub const MAX_HOLE_WAIT_NS: i64 = 4_000_000_000;
 
 /// Bytes of recently delivered stream kept per direction to compare retransmitted copies
 /// with the first copy.

@@ -12,6 +12,13 @@
 //! Bytes in flight are the sender's: at the moment the sender receives an ACK (the capture
 //! saw it `d_S` earlier, d_S = half of S's loop / 2) it has sent what the capture will see
 //! up to `d_S` after that. The tracker buffers ACKs for 2·d_S of capture time to look ahead.
+//!
+//! Loss before the capture point. A segment the path dropped upstream of the capture is
+//! never seen: the capture sees a hole in the sequence space (Wireshark: "previous segment
+//! not captured") that the sender's retransmission fills at least a round trip later. Such
+//! a filler is a retransmission (`retransmits`, with the cause `retransmits_upstream` and
+//! its delay in `upstream_delays`); a filler that comes within half the smallest round trip
+//! is reordering (`out_of_order`). Both are excluded from data→ACK samples (Karn).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -43,9 +50,19 @@ pub struct DirPerf {
     pub retransmits_timeout: u64,
     /// ... of which of data already acknowledged (spurious).
     pub retransmits_spurious: u64,
+    /// ... of which lost before the capture point: segments that filled a hole the capture
+    /// had seen open (bytes beyond it came first) too late to be reordering, i.e. the
+    /// sender's retransmission of a segment the path dropped upstream. They also count in
+    /// `bytes_retransmitted` and, by how the sender noticed, in `retransmits_fast` or
+    /// `retransmits_timeout`.
+    pub retransmits_upstream: u64,
+    /// Delays of those retransmissions, ns: capture time of the filler minus the capture
+    /// time of the first segment seen beyond the hole.
+    pub upstream_delays: Quantiles,
     /// Retransmitted payload bytes.
     pub bytes_retransmitted: u64,
-    /// Segments behind the highest sequence that filled a hole the capture had not seen.
+    /// Segments behind the highest sequence that filled a hole the capture had not seen,
+    /// soon enough after the hole opened to be reordering (or a hole no longer remembered).
     pub out_of_order: u64,
     /// Duplicate ACKs sent by the receiver for this direction's data.
     pub dup_acks: u64,
@@ -199,6 +216,8 @@ pub(crate) struct DirState {
     last_data_ts: Option<i64>,
     /// TSval first seen → capture time (pruned).
     tsvals: VecDeque<(u32, i64)>,
+    /// The highest TSval seen, echoed or not.
+    last_tsval: Option<u32>,
     /// ACKs waiting for the look-ahead: (capture time, ack, window bytes, sacked bytes).
     pending: VecDeque<(i64, u32, u64, u64, bool)>,
     /// snd_max history for the look-ahead: (capture time, snd_max).
@@ -206,6 +225,33 @@ pub(crate) struct DirState {
     last_raw_window: u16,
     max_raw_window: u16,
     seen: Seen,
+    holes: Holes,
+}
+
+impl DirState {
+    /// Counts a retransmitted segment [seq, end) seen at capture time `ts`, with how the
+    /// sender came to resend it, and marks the first transmissions it repeats (Karn).
+    fn retransmitted(&mut self, seq: u32, end: u32, ts: i64) {
+        self.perf.retransmits += 1;
+        self.perf.bytes_retransmitted += u64::from(end.wrapping_sub(seq));
+        let loop_ns = self.perf.recent_loop().unwrap_or(0);
+        if self.snd_una.is_some_and(|u| !after(end, u)) {
+            self.perf.retransmits_spurious += 1;
+        } else {
+            if self.dup_count >= 3 {
+                self.perf.retransmits_fast += 1;
+            } else if ts - self.last_progress_ts >= (2 * loop_ns).max(200_000_000) {
+                self.perf.retransmits_timeout += 1;
+            }
+            // Loss recovery lasts until everything sent so far is acknowledged.
+            self.recover = self.snd_max;
+        }
+        for sg in self.sent.iter_mut() {
+            if after(sg.end, seq) && !after(sg.end, end) {
+                sg.retransmitted = true;
+            }
+        }
+    }
 }
 
 /// Sequence ranges the capture has seen, recent ones only (bounded).
@@ -246,6 +292,81 @@ impl Seen {
         while self.ranges.len() > MAX_SEEN_RANGES {
             self.ranges.pop_front();
         }
+    }
+}
+
+/// Holes the capture saw open: sequence ranges [start, end) that a segment ahead of
+/// everything seen skipped, each with the capture time it was first seen (recent ones only).
+#[derive(Debug, Default)]
+struct Holes {
+    list: VecDeque<(u32, u32, i64)>,
+}
+
+/// Holes remembered per direction (older ones are forgotten).
+const MAX_HOLES: usize = 256;
+
+/// A hole's filler that comes sooner than this after the hole opened is reordering while
+/// a loop of the connection is not measured yet (Wireshark's default out-of-order
+/// threshold).
+const REORDER_DEFAULT_NS: i64 = 3_000_000;
+
+impl Holes {
+    fn open(&mut self, a: u32, b: u32, ts: i64) {
+        self.list.push_back((a, b, ts));
+        if self.list.len() > MAX_HOLES {
+            self.list.pop_front();
+        }
+    }
+
+    /// Takes [a, b) out of the holes; returns when the earliest hole it touched opened.
+    fn fill(&mut self, a: u32, b: u32) -> Option<i64> {
+        if !self.list.iter().any(|&(s, e, _)| after(e, a) && after(b, s)) {
+            return None;
+        }
+        let mut first: Option<i64> = None;
+        let mut rest = VecDeque::with_capacity(self.list.len() + 1);
+        for (s, e, t) in self.list.drain(..) {
+            if !(after(e, a) && after(b, s)) {
+                rest.push_back((s, e, t));
+                continue;
+            }
+            first = Some(first.map_or(t, |f| f.min(t)));
+            if after(a, s) {
+                rest.push_back((s, a, t));
+            }
+            if after(e, b) {
+                rest.push_back((b, e, t));
+            }
+        }
+        self.list = rest;
+        first
+    }
+
+    /// The receiver acknowledged up to `ack`: holes below it were received (the capture
+    /// missed those bytes) and will not be filled.
+    fn acked(&mut self, ack: u32) {
+        self.list.retain_mut(|h| {
+            if !after(h.1, ack) {
+                return false;
+            }
+            if after(ack, h.0) {
+                h.0 = ack;
+            }
+            true
+        });
+    }
+}
+
+/// How late a hole's filler may come (ns after the hole opened) and still be reordering:
+/// half the smallest round trip measured (the sum of the two directions' smallest loops).
+/// The retransmission of a segment lost before the capture point comes at least a round
+/// trip after the segment that followed it: that segment's duplicate ACK travels capture →
+/// receiver → capture → sender, and the retransmission sender → capture. While one loop is
+/// not measured, at least [`REORDER_DEFAULT_NS`].
+fn reorder_window(me: &DirPerf, peer: &DirPerf) -> i64 {
+    match (me.loops.min(), peer.loops.min()) {
+        (Some(a), Some(b)) => ((a + b) / 2.0) as i64,
+        (a, b) => ((a.or(b).unwrap_or(0.0) / 2.0) as i64).max(REORDER_DEFAULT_NS),
     }
 }
 
@@ -394,8 +515,11 @@ impl ConnPerf {
         // TCP timestamps: a TSval first seen now; an echo closes the peer's loop.
         if let Some((tsval, tsecr)) = ts_opt {
             // TSvals only grow (a reordered older one is not new): the first capture time of
-            // each, ascending.
-            if me.tsvals.back().is_none_or(|&(v, _)| after(tsval, v)) {
+            // each, ascending. New means after every TSval seen, not only after those still
+            // awaiting their echo: a TSval (1 ms ticks) repeated after its echo popped it is
+            // echoed again by whatever the peer sends next, not in response to this segment.
+            if me.last_tsval.is_none_or(|v| after(tsval, v)) {
+                me.last_tsval = Some(tsval);
                 me.tsvals.push_back((tsval, s.ts));
                 if me.tsvals.len() > MAX_TSVALS {
                     me.tsvals.pop_front();
@@ -428,15 +552,25 @@ impl ConnPerf {
                 me.perf.payload_bytes += u64::from(s.len);
                 let is_probe = s.len <= 1 && me.snd_max.is_some_and(|m| seq.wrapping_add(1) == m);
                 let behind = me.snd_max.is_some_and(|m| after(m, seq)) && !is_probe;
-                // Like tcptrace: a retransmission repeats bytes the capture already saw; a
-                // segment behind the highest sequence that fills a hole never seen is out of
-                // order (reordered, or resent after a loss before the capture point).
+                // Like tcptrace, a retransmission repeats bytes the capture already saw. A
+                // segment ahead of everything seen opens a hole; a segment behind the highest
+                // sequence that fills a hole is out of order when it comes within the
+                // reordering window of the hole's opening, else it is the retransmission of a
+                // segment lost before the capture point.
                 let repeats = behind && me.seen.overlaps(seq, end);
-                if behind && !repeats {
+                if let Some(m) = me.snd_max {
+                    if after(seq, m) {
+                        me.holes.open(m, seq, s.ts);
+                    }
+                }
+                let hole_delay = if behind { me.holes.fill(seq, end).map(|t0| (s.ts - t0).max(0)) } else { None };
+                let window = reorder_window(&me.perf, &peer.perf);
+                let upstream = hole_delay.is_some_and(|x| x >= window);
+                if behind && !repeats && !upstream {
                     me.perf.out_of_order += 1;
                 }
                 me.seen.add(seq, end);
-                let retrans = repeats;
+                let retrans = repeats || upstream;
                 let k = s.ts.div_euclid(self.series_ns) * self.series_ns;
                 let b = match me.perf.tx_series.last_entry() {
                     Some(e) if *e.key() == k => e.into_mut(),
@@ -446,33 +580,21 @@ impl ConnPerf {
                 b.segments += 1;
                 b.retransmits += u32::from(retrans);
                 if retrans {
-                    me.perf.retransmits += 1;
-                    me.perf.bytes_retransmitted += u64::from(s.len);
-                    let loop_ns = me.perf.recent_loop().unwrap_or(0);
-                    if me.snd_una.is_some_and(|u| !after(end, u)) {
-                        me.perf.retransmits_spurious += 1;
-                    } else {
-                        if me.dup_count >= 3 {
-                            me.perf.retransmits_fast += 1;
-                        } else if s.ts - me.last_progress_ts >= (2 * loop_ns).max(200_000_000) {
-                            me.perf.retransmits_timeout += 1;
-                        }
-                        // Loss recovery lasts until everything sent so far is acknowledged.
-                        me.recover = me.snd_max;
+                    if upstream {
+                        me.perf.retransmits_upstream += 1;
+                        me.perf.upstream_delays.add(hole_delay.unwrap_or(0) as f64);
                     }
-                    for sg in me.sent.iter_mut() {
-                        if after(sg.end, seq) && !after(sg.end, end) {
-                            sg.retransmitted = true;
-                        }
-                    }
-                } else if behind {
-                    // A late hole filler: an ACK covering it was held back by the hole, so it
-                    // is ambiguous for RTT like a retransmission.
+                    me.retransmitted(seq, end, s.ts);
+                }
+                if hole_delay.is_some() || (behind && !repeats) {
+                    // A hole filler (reordered, or resent after a loss before the capture
+                    // point): an ACK covering it was held back by the hole, so it is ambiguous
+                    // for RTT like a retransmission (Karn).
                     let pos = me.sent.iter().position(|sg| after(sg.end, end)).unwrap_or(me.sent.len());
                     if me.sent.len() < MAX_SENT {
                         me.sent.insert(pos, SentSeg { end, ts: s.ts, retransmitted: true });
                     }
-                } else if !is_probe && me.sent.len() < MAX_SENT {
+                } else if !behind && !is_probe && me.sent.len() < MAX_SENT {
                     me.sent.push_back(SentSeg { end, ts: s.ts, retransmitted: false });
                 }
                 if let Some(last) = me.last_data_ts {
@@ -519,6 +641,7 @@ impl ConnPerf {
             }
             if peer.last_ack.is_none_or(|l| after(ack, l)) {
                 peer.last_ack = Some(ack);
+                peer.holes.acked(ack);
                 if peer.snd_una.is_none_or(|u| after(ack, u)) {
                     peer.snd_una = Some(ack);
                 }
@@ -723,6 +846,23 @@ mod tests {
     }
 
     #[test]
+    fn test_tsval_repeated_after_its_echo_is_not_new() {
+        let mut c = ConnPerf::default();
+        let mut feed = |d: usize, ts: i64, seq: u32, ack: u32, len: u32, tsval: u32, tsecr: u32| {
+            let o = ts_opts(tsval, tsecr);
+            c.on_segment(d, &SegInfo { ts, seq, ack, syn: false, has_ack: true, len, window: 1000, options: &o });
+        };
+        // An ACK with TSval 500, echoed 10 µs later; the next ACK, in the same millisecond,
+        // carries 500 again, and the peer's next data still echoes 500 (TS.Recent): no sample.
+        feed(1, 0, 1, 1000, 0, 500, 100);
+        feed(0, 10_000, 1000, 1, 100, 101, 500);
+        feed(1, 20_000, 1, 1100, 0, 500, 101);
+        feed(0, 21_000, 1100, 1, 100, 101, 500);
+        let loops: Vec<i64> = c.dirs[1].perf.recent_loops.iter().copied().collect();
+        assert_eq!(loops, vec![10_000]);
+    }
+
+    #[test]
     fn test_retransmission_causes() {
         let mut c = ConnPerf::default();
         let f = |c: &mut ConnPerf, d: usize, ts: i64, seq: u32, ack: u32, len: u32| {
@@ -743,5 +883,73 @@ mod tests {
         f(&mut c, 1, 30, 1, 1500, 0);
         f(&mut c, 0, 40, 1000, 1, 100);
         assert_eq!(c.dirs[0].perf.retransmits_spurious, 1);
+    }
+
+    /// A capture next to the receiver (direction 1): the receiver's ACKs come 0.1 ms after
+    /// the data, the sender's 30 ms after the receiver's. The sender's segment 1100..1200 is
+    /// lost before the capture point; 1200..1400 come first, then the filler at `fill_ts`.
+    fn hole_filled_at(fill_ts: i64) -> ConnPerf {
+        let ms = 1_000_000i64;
+        let f = |c: &mut ConnPerf, d: usize, ts: i64, seq: u32, ack: u32, len: u32| {
+            c.on_segment(d, &SegInfo { ts, seq, ack, syn: false, has_ack: true, len, window: 100, options: &[] });
+        };
+        let mut c = ConnPerf::default();
+        f(&mut c, 1, 0, 1, 1000, 10);
+        f(&mut c, 0, 30 * ms, 1000, 11, 100);
+        f(&mut c, 1, 30 * ms + ms / 10, 11, 1100, 0);
+        f(&mut c, 0, 31 * ms, 1200, 11, 100);
+        f(&mut c, 0, 31 * ms + 10, 1300, 11, 100);
+        f(&mut c, 1, 31 * ms + ms / 10, 11, 1100, 0);
+        f(&mut c, 1, 31 * ms + ms / 10 + 10, 11, 1100, 0);
+        f(&mut c, 0, fill_ts, 1100, 11, 100);
+        f(&mut c, 1, fill_ts + ms / 10, 11, 1400, 0);
+        c
+    }
+
+    #[test]
+    fn test_hole_filled_a_round_trip_later_is_an_upstream_retransmission() {
+        let c = hole_filled_at(61_000_000);
+        let p = &c.dirs[0].perf;
+        assert_eq!((p.retransmits, p.retransmits_upstream, p.out_of_order), (1, 1, 0));
+        assert_eq!(p.bytes_retransmitted, 100);
+        assert_eq!(p.dup_acks, 2);
+        // Its delay: from the first segment beyond the hole (31 ms) to the filler (61 ms).
+        assert_eq!(p.upstream_delays.count(), 1);
+        assert_eq!(p.upstream_delays.max(), Some(30_000_000.0));
+        // In the interval series as well.
+        assert_eq!(p.tx_series.values().map(|b| b.retransmits).sum::<u32>(), 1);
+        // Karn: the ACK that jumps over the repaired hole gives no sample; only the first
+        // data→ACK (0.1 ms) counts.
+        assert_eq!((p.data_ack_n, p.data_ack_sum_ns), (1, 100_000));
+    }
+
+    #[test]
+    fn test_hole_filled_within_the_reordering_window_is_out_of_order() {
+        // Half the smallest round trip is (0.1 + 30) / 2 ms: a filler 0.5 ms after the hole
+        // opened was reordered, not resent.
+        let c = hole_filled_at(31_500_000);
+        let p = &c.dirs[0].perf;
+        assert_eq!((p.retransmits, p.retransmits_upstream, p.out_of_order), (0, 0, 1));
+        assert_eq!(p.bytes_retransmitted, 0);
+        assert_eq!(p.upstream_delays.count(), 0);
+        assert_eq!((p.data_ack_n, p.data_ack_sum_ns), (1, 100_000));
+    }
+
+    #[test]
+    fn test_holes_split_and_forget() {
+        let mut h = Holes::default();
+        h.open(100, 200, 5);
+        h.open(300, 400, 7);
+        // A filler in the middle of the first hole leaves both ends.
+        assert_eq!(h.fill(120, 150), Some(5));
+        assert_eq!(h.list.iter().copied().collect::<Vec<_>>(), vec![(100, 120, 5), (150, 200, 5), (300, 400, 7)]);
+        // One spanning both holes reports the earlier opening.
+        assert_eq!(h.fill(110, 350), Some(5));
+        assert_eq!(h.fill(110, 350), None);
+        // The receiver acknowledged bytes the capture missed: those holes will not fill.
+        h.acked(380);
+        assert_eq!(h.list.iter().copied().collect::<Vec<_>>(), vec![(380, 400, 7)]);
+        h.acked(400);
+        assert!(h.list.is_empty());
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::limits::{HISTORY_BYTES, MAX_ACK_AHEAD, MAX_OOO_BYTES, MAX_OOO_SEGMENTS};
+use crate::limits::{HISTORY_BYTES, MAX_ACK_AHEAD, MAX_HOLE_SPAN, MAX_HOLE_WAIT_NS, MAX_OOO_BYTES, MAX_OOO_SEGMENTS};
 use crate::{Anomaly, GapReason, Stamp, StreamEvent};
 
 /// Counters of one direction. Every payload byte of every segment lands in exactly one of
@@ -27,6 +27,10 @@ pub struct HalfStats {
     pub segments_retransmitted: u64,
     /// Segments that arrived ahead of a hole.
     pub segments_out_of_order: u64,
+    /// Segments that arrived at the delivery point while later bytes waited beyond it: each
+    /// filled a hole (all or part of it) that the capture had seen open, by reordering or
+    /// as the retransmission of a segment lost before the capture point.
+    pub segments_filling_holes: u64,
     /// Bytes of repeated copies that differed from the first copy.
     pub bytes_overlap_conflict: u64,
     /// Bytes before the first byte seen of a stream picked up mid-stream.
@@ -259,7 +263,9 @@ impl StreamHalf {
     }
 
     /// A segment with `len` payload bytes on the wire, of which `captured` (a prefix) was
-    /// captured.
+    /// captured. Bytes ahead of a hole wait for the hole's fill (the sender's retransmission
+    /// when the path dropped the segment before the capture point) within the bounds of
+    /// [`crate::limits`]; the segment's capture time also ages the holes already waiting.
     pub fn on_data(
         &mut self,
         seq: u32,
@@ -269,6 +275,19 @@ impl StreamHalf {
         emit: &mut impl FnMut(Stamp, StreamEvent<'_>),
     ) {
         self.stats.data_segments += 1;
+        self.place(seq, len, captured, stamp, emit);
+        self.enforce_bounds(Some(stamp.ts_ns), emit);
+    }
+
+    /// Delivers, buffers or drops one segment.
+    fn place(
+        &mut self,
+        seq: u32,
+        len: u64,
+        captured: &[u8],
+        stamp: Stamp,
+        emit: &mut impl FnMut(Stamp, StreamEvent<'_>),
+    ) {
         self.start_at(seq);
         let Some(off) = self.offset_of(seq) else {
             self.stats.bytes_before_start += len;
@@ -286,39 +305,68 @@ impl StreamHalf {
             }
         }
         if off == self.next {
+            if !self.ooo.is_empty() {
+                self.stats.segments_filling_holes += 1;
+            }
             self.deliver(off, len, captured, stamp, emit);
             self.drain(emit);
-            return;
+        } else {
+            self.buffer(off, len, captured, stamp);
         }
-        // Ahead of a hole: buffer it.
+    }
+
+    /// Keeps a segment that lies ahead of a hole. Only its captured prefix is copied: the
+    /// bytes the snaplen cut off are kept as a length, never as bytes.
+    fn buffer(&mut self, off: u64, len: u64, captured: &[u8], stamp: Stamp) {
         self.stats.segments_out_of_order += 1;
-        let keep = match self.ooo.get(&off) {
-            Some(c) => len > c.len,
-            None => true,
-        };
+        let cap = &captured[..(captured.len() as u64).min(len) as usize];
+        let keep = self.ooo.get(&off).is_none_or(|c| len > c.len);
         if keep {
-            if let Some(old) = self.ooo.insert(off, Chunk { len, data: captured.to_vec(), stamp }) {
+            if let Some(old) = self.ooo.insert(off, Chunk { len, data: cap.to_vec(), stamp }) {
                 self.ooo_bytes -= old.data.len();
                 self.stats.bytes_retransmitted += old.len;
                 self.stats.segments_retransmitted += 1;
             }
-            self.ooo_bytes += captured.len();
+            self.ooo_bytes += cap.len();
         } else {
             self.stats.bytes_retransmitted += len;
             self.stats.segments_retransmitted += 1;
         }
-        if self.ooo_bytes > MAX_OOO_BYTES || self.ooo.len() > MAX_OOO_SEGMENTS {
-            self.skip_hole(GapReason::BufferLimit, emit);
-        } else if self.hole_acked() {
-            self.skip_hole(GapReason::CaptureLoss, emit);
+    }
+
+    /// Capture time `now` (when known) has come: gives up on every hole that has passed a
+    /// bound, in stream order.
+    fn enforce_bounds(&mut self, now: Option<i64>, emit: &mut impl FnMut(Stamp, StreamEvent<'_>)) {
+        while let Some(reason) = self.hole_verdict(now) {
+            self.skip_hole(reason, emit);
         }
     }
 
-    fn hole_acked(&self) -> bool {
-        match (self.max_acked, self.ooo.first_key_value()) {
-            (Some(acked), Some((&start, _))) => acked >= start && start > self.next,
-            _ => false,
+    /// Whether the hole before the first buffered chunk is given up on, and why: the buffer
+    /// is over its memory bound ([`MAX_OOO_BYTES`], [`MAX_OOO_SEGMENTS`]: buffer limit), or
+    /// the hole can no longer be filled by the capture (capture loss): the peer acknowledged
+    /// past it, bytes were buffered more than a TCP window beyond it ([`MAX_HOLE_SPAN`]), or
+    /// it has waited longer than [`MAX_HOLE_WAIT_NS`] of capture time.
+    fn hole_verdict(&self, now: Option<i64>) -> Option<GapReason> {
+        let (&start, first) = self.ooo.first_key_value()?;
+        if start <= self.next {
+            return None;
         }
+        if self.ooo_bytes > MAX_OOO_BYTES || self.ooo.len() > MAX_OOO_SEGMENTS {
+            return Some(GapReason::BufferLimit);
+        }
+        let end = self.ooo.last_key_value().map_or(start, |(o, c)| o + c.len);
+        let acked = self.max_acked.is_some_and(|a| a >= start);
+        let far = end - self.next > MAX_HOLE_SPAN;
+        let stale = now.is_some_and(|t| t.saturating_sub(first.stamp.ts_ns) > MAX_HOLE_WAIT_NS);
+        (acked || far || stale).then_some(GapReason::CaptureLoss)
+    }
+
+    /// Capture time `now` has come (no segment of this direction needed): every hole that
+    /// has waited past [`MAX_HOLE_WAIT_NS`] (or passed another bound) becomes a gap, and the
+    /// bytes buffered behind it are delivered.
+    pub fn expire(&mut self, now: i64, emit: &mut impl FnMut(Stamp, StreamEvent<'_>)) {
+        self.enforce_bounds(Some(now), emit);
     }
 
     /// Declares the hole before the first buffered chunk missing, then drains.
@@ -368,9 +416,7 @@ impl StreamHalf {
         if self.max_acked.is_none_or(|m| off > m) {
             self.max_acked = Some(off);
         }
-        if self.hole_acked() {
-            self.skip_hole(GapReason::CaptureLoss, emit);
-        }
+        self.enforce_bounds(None, emit);
     }
 
     /// The sender's FIN, carried by a segment at `seq` with `len` payload bytes.

@@ -6,6 +6,7 @@ use std::net::IpAddr;
 
 use lnetcap_capture::TcpSegment;
 
+use crate::limits::MAX_HOLE_WAIT_NS;
 use crate::perf::{ConnPerf, DirPerf, SegInfo};
 use crate::stream::StreamHalf;
 use crate::{Stamp, StreamEvent, StreamSink};
@@ -168,7 +169,13 @@ struct Slot {
     perf: ConnPerf,
     ignored: bool,
     closed: [bool; 2],
+    /// In `FlowTable::waiting` (a half holds bytes beyond a hole).
+    waiting: bool,
 }
+
+/// Holes of connections that receive no more segments still expire: every this much
+/// capture time the table ages the holes of the connections in its waiting list.
+const SWEEP_NS: i64 = MAX_HOLE_WAIT_NS / 8;
 
 /// FxHash-style hasher: flow keys are not attacker-chosen hash-flooding material in an
 /// offline analyzer, and SipHash costs more than the rest of the per-packet work.
@@ -213,6 +220,10 @@ pub struct FlowTable {
     series_ns: i64,
     /// Analyse TCP behaviour (RTT, flight, retransmissions); off for a pure decode.
     perf_on: bool,
+    /// Connections with a half holding bytes beyond a hole (ids), for the sweep.
+    waiting: Vec<u32>,
+    /// Capture time of the next sweep of `waiting`.
+    next_sweep_ns: Option<i64>,
 }
 
 impl std::fmt::Debug for FlowTable {
@@ -232,6 +243,8 @@ impl FlowTable {
             last_key: None,
             series_ns: crate::perf::DEFAULT_SERIES_NS,
             perf_on: true,
+            waiting: Vec::new(),
+            next_sweep_ns: None,
         }
     }
 
@@ -310,6 +323,7 @@ impl FlowTable {
             perf: ConnPerf::new(self.series_ns),
             ignored: verdict == Verdict::Ignore,
             closed: [false; 2],
+            waiting: false,
         });
         id
     }
@@ -350,6 +364,10 @@ impl FlowTable {
 
     /// Processes one TCP segment.
     pub fn process(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> SegmentOutcome {
+        if self.next_sweep_ns.is_none_or(|t| stamp.ts_ns >= t) {
+            self.sweep(stamp.ts_ns, sink);
+            self.next_sweep_ns = Some(stamp.ts_ns.saturating_add(SWEEP_NS));
+        }
         let i = self.lookup(seg, stamp, sink);
         let slot = &mut self.slots[i as usize];
         slot.info.last = stamp;
@@ -360,7 +378,7 @@ impl FlowTable {
         if slot.ignored {
             return outcome;
         }
-        let Slot { info, halves, ignored, closed, perf } = slot;
+        let Slot { info, halves, ignored, closed, perf, .. } = slot;
         let perf_on = self.perf_on;
         if perf_on {
             perf.on_segment(
@@ -402,10 +420,12 @@ impl FlowTable {
         if seg.flags.syn() {
             this.on_syn(seg.seq);
         }
-        // The ACK field acknowledges the peer's bytes: may resolve a hole there.
+        // The ACK field acknowledges the peer's bytes: may resolve a hole there. Its
+        // capture time ages the peer's holes too.
         if seg.flags.ack() && !seg.flags.rst() {
             peer.on_peer_ack(seg.ack, &mut |st, ev| emit_dir(dir.reverse(), st, ev));
         }
+        peer.expire(stamp.ts_ns, &mut |st, ev| emit_dir(dir.reverse(), st, ev));
         let data_seq = if seg.flags.syn() { seg.seq.wrapping_add(1) } else { seg.seq };
         if seg.payload_len > 0 {
             this.on_data(data_seq, u64::from(seg.payload_len), seg.payload, stamp, &mut |st, ev| emit_dir(dir, st, ev));
@@ -429,7 +449,36 @@ impl FlowTable {
             let owd = sender_owd(info, perf);
             perf.settle(stamp.ts_ns, owd, false);
         }
+        self.note_waiting(i);
         outcome
+    }
+
+    /// Lists connection `i` for the sweep when one of its halves holds bytes beyond a hole.
+    fn note_waiting(&mut self, i: u32) {
+        let slot = &mut self.slots[i as usize];
+        if !slot.waiting && !slot.ignored && slot.halves.iter().any(StreamHalf::has_pending) {
+            slot.waiting = true;
+            self.waiting.push(i);
+        }
+    }
+
+    /// Ages the holes of every waiting connection to capture time `now` (holes past
+    /// [`MAX_HOLE_WAIT_NS`] become capture-loss gaps even when their connection receives
+    /// no more segments); keeps listed those still waiting.
+    fn sweep(&mut self, now: i64, sink: &mut impl StreamSink) {
+        let mut still = Vec::new();
+        for i in std::mem::take(&mut self.waiting) {
+            let slot = &mut self.slots[i as usize];
+            if !slot.ignored {
+                expire_slot(slot, now, sink);
+            }
+            if !slot.ignored && slot.halves.iter().any(StreamHalf::has_pending) {
+                still.push(i);
+            } else {
+                slot.waiting = false;
+            }
+        }
+        self.waiting = still;
     }
 
     /// TCP behaviour of a connection's two directions (index [`Dir::index`]).
@@ -455,6 +504,26 @@ impl FlowTable {
                     sink_event(sink, info, d, st, ev);
                 });
             }
+        }
+    }
+}
+
+/// Ages both halves of a connection to capture time `now` (see `FlowTable::sweep`).
+fn expire_slot(slot: &mut Slot, now: i64, sink: &mut impl StreamSink) {
+    let Slot { info, halves, ignored, .. } = slot;
+    let info = &*info;
+    let mut verdict = Verdict::Follow;
+    for (d, half) in [Dir::FromActive, Dir::FromPassive].into_iter().zip(halves.iter_mut()) {
+        half.expire(now, &mut |st, ev| {
+            if sink_event(sink, info, d, st, ev) == Verdict::Ignore {
+                verdict = Verdict::Ignore;
+            }
+        });
+    }
+    if verdict == Verdict::Ignore {
+        *ignored = true;
+        for h in halves.iter_mut() {
+            h.release();
         }
     }
 }

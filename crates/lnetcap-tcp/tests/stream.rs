@@ -4,6 +4,7 @@
 //! initial sequence number lies (near 2^32 included), the events delivered are the stream
 //! in order: captured bytes equal to the original, every other byte in a gap, nothing twice.
 
+use lnetcap_tcp::limits::{MAX_HOLE_SPAN, MAX_HOLE_WAIT_NS, MAX_OOO_SEGMENTS};
 use lnetcap_tcp::{Anomaly, GapReason, Stamp, StreamEvent, StreamHalf};
 use proptest::prelude::*;
 
@@ -152,4 +153,131 @@ fn capture_loss_acked_by_peer_becomes_a_gap() {
     assert!(events[1].contains("Gap { offset: 40, len: 20, reason: CaptureLoss }"), "{events:?}");
     assert_eq!(h.stats.bytes_lost, 20);
     let _ = GapReason::CaptureLoss;
+}
+
+/// Stream events in short form.
+#[derive(Debug, PartialEq)]
+enum Ev {
+    Data(u64, u64),
+    Gap(u64, u64, GapReason),
+}
+
+fn short(ev: StreamEvent<'_>) -> Option<Ev> {
+    match ev {
+        StreamEvent::Data { offset, bytes } => Some(Ev::Data(offset, bytes.len() as u64)),
+        StreamEvent::Gap { offset, len, reason } => Some(Ev::Gap(offset, len, reason)),
+        _ => None,
+    }
+}
+
+fn at(ts_ns: i64) -> Stamp {
+    Stamp { frame: 0, ts_ns }
+}
+
+const MS: i64 = 1_000_000;
+
+#[test]
+fn hole_filled_later_is_delivered_in_order_without_a_gap() {
+    let data: Vec<u8> = (0..400u32).map(|i| i as u8).collect();
+    let out = std::cell::RefCell::new(Vec::new());
+    let mut emit = |_: Stamp, ev: StreamEvent<'_>| out.borrow_mut().extend(short(ev));
+    let mut h = StreamHalf::default();
+    h.on_syn(999);
+    h.on_data(1000, 100, &data[..100], at(0), &mut emit);
+    // 100..200 was dropped before the capture point; 200..400 arrive first, cut by the
+    // snaplen to their first 10 bytes.
+    h.on_data(1200, 100, &data[200..210], at(MS), &mut emit);
+    h.on_data(1300, 100, &data[300..310], at(MS + 1), &mut emit);
+    // The receiver's duplicate ACKs stay at the hole, and a round trip passes: nothing is
+    // declared lost.
+    h.on_peer_ack(1100, &mut emit);
+    h.on_peer_ack(1100, &mut emit);
+    h.expire(31 * MS, &mut emit);
+    assert_eq!(*out.borrow(), vec![Ev::Data(0, 100)]);
+    assert!(h.has_pending());
+    // The sender's retransmission fills the hole: the stream continues as if nothing was lost.
+    h.on_data(1100, 100, &data[100..200], at(31 * MS), &mut emit);
+    assert_eq!(
+        *out.borrow(),
+        vec![
+            Ev::Data(0, 100),
+            Ev::Data(100, 100),
+            Ev::Data(200, 10),
+            Ev::Gap(210, 90, GapReason::Snaplen),
+            Ev::Data(300, 10),
+            Ev::Gap(310, 90, GapReason::Snaplen),
+        ]
+    );
+    assert!(!h.has_pending());
+    assert_eq!(h.next_offset(), 400);
+    assert_eq!((h.stats.bytes_lost, h.stats.gaps), (0, 2));
+    assert_eq!((h.stats.segments_out_of_order, h.stats.segments_filling_holes), (2, 1));
+    assert_eq!((h.stats.bytes_delivered, h.stats.bytes_snaplen), (220, 180));
+}
+
+#[test]
+fn hole_never_filled_becomes_capture_loss_after_the_time_bound() {
+    let data = [5u8; 400];
+    let out = std::cell::RefCell::new(Vec::new());
+    let mut emit = |_: Stamp, ev: StreamEvent<'_>| out.borrow_mut().extend(short(ev));
+    let t0 = 5_000 * MS;
+    let mut h = StreamHalf::default();
+    h.on_syn(999);
+    h.on_data(1000, 100, &data[..100], at(t0), &mut emit);
+    h.on_data(1200, 100, &data[200..300], at(t0 + 1), &mut emit);
+    // Waiting at the bound itself is still waiting, whatever brings the time.
+    h.on_data(1300, 100, &data[300..], at(t0 + 1 + MAX_HOLE_WAIT_NS), &mut emit);
+    h.expire(t0 + 1 + MAX_HOLE_WAIT_NS, &mut emit);
+    assert_eq!(*out.borrow(), vec![Ev::Data(0, 100)]);
+    // Past it, the hole is lost by the capture and the bytes behind it flow.
+    h.expire(t0 + 2 + MAX_HOLE_WAIT_NS, &mut emit);
+    assert_eq!(
+        *out.borrow(),
+        vec![Ev::Data(0, 100), Ev::Gap(100, 100, GapReason::CaptureLoss), Ev::Data(200, 100), Ev::Data(300, 100)]
+    );
+    assert!(!h.has_pending());
+    assert_eq!((h.stats.bytes_lost, h.stats.segments_filling_holes), (100, 0));
+    // A late copy of the hole is a repeat now, not a fill.
+    h.on_data(1100, 100, &data[100..200], at(t0 + 3 + MAX_HOLE_WAIT_NS), &mut emit);
+    assert_eq!(out.borrow().len(), 4);
+    assert_eq!(h.stats.segments_retransmitted, 1);
+}
+
+#[test]
+fn hole_never_filled_becomes_capture_loss_a_window_of_bytes_beyond_it() {
+    let data = [5u8; 300];
+    let out = std::cell::RefCell::new(Vec::new());
+    let mut emit = |_: Stamp, ev: StreamEvent<'_>| out.borrow_mut().extend(short(ev));
+    let mut h = StreamHalf::default();
+    h.on_syn(999);
+    h.on_data(1000, 100, &data[..100], at(0), &mut emit);
+    h.on_data(1200, 100, &data[200..], at(1), &mut emit);
+    assert_eq!(*out.borrow(), vec![Ev::Data(0, 100)]);
+    // Bytes more than the largest TCP window beyond the hole (snaplen 0: nothing captured,
+    // nothing copied): the receiver had the hole, the capture missed it.
+    let far = 1100u32.wrapping_add(MAX_HOLE_SPAN as u32);
+    h.on_data(far, 10, &[], at(2), &mut emit);
+    assert_eq!(*out.borrow(), vec![Ev::Data(0, 100), Ev::Gap(100, 100, GapReason::CaptureLoss), Ev::Data(200, 100)]);
+    // The bytes far ahead still wait (their hole is within a window).
+    assert!(h.has_pending());
+    assert_eq!(h.stats.bytes_lost, 100);
+}
+
+#[test]
+fn a_full_buffer_gives_the_hole_up_as_buffer_limit() {
+    let out = std::cell::RefCell::new(Vec::new());
+    let mut emit = |_: Stamp, ev: StreamEvent<'_>| out.borrow_mut().extend(short(ev));
+    let mut h = StreamHalf::default();
+    h.on_syn(999);
+    h.on_data(1000, 10, &[1; 10], at(0), &mut emit);
+    // Past a hole at 10..20, one-byte segments with a byte missing between each, until the
+    // buffer holds one segment more than its bound.
+    for i in 0..=MAX_OOO_SEGMENTS as u32 {
+        h.on_data(1020 + 2 * i, 1, &[], at(1), &mut emit);
+    }
+    assert_eq!(
+        *out.borrow(),
+        vec![Ev::Data(0, 10), Ev::Gap(10, 10, GapReason::BufferLimit), Ev::Gap(20, 1, GapReason::Snaplen)]
+    );
+    assert_eq!(h.next_offset(), 21);
 }

@@ -1,0 +1,82 @@
+//! FlowTable: a hole in a connection that receives no more segments still expires once
+//! capture time (brought by other connections) passes the hole's time bound.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use lnetcap_capture::{IpPair, TcpFlags, TcpSegment};
+use lnetcap_tcp::limits::MAX_HOLE_WAIT_NS;
+use lnetcap_tcp::{ConnId, Connection, Dir, FlowTable, GapReason, Stamp, StreamEvent, StreamSink, Verdict};
+
+#[derive(Debug, PartialEq)]
+enum Ev {
+    Data(u32, Dir, u64, u64),
+    Gap(u32, Dir, u64, u64, GapReason),
+}
+
+#[derive(Default)]
+struct Rec(Vec<Ev>);
+
+impl StreamSink for Rec {
+    fn on_open(&mut self, _: &Connection) -> Verdict {
+        Verdict::Follow
+    }
+    fn on_event(&mut self, conn: &Connection, dir: Dir, _: Stamp, ev: StreamEvent<'_>) -> Verdict {
+        match ev {
+            StreamEvent::Data { offset, bytes } => self.0.push(Ev::Data(conn.id.0, dir, offset, bytes.len() as u64)),
+            StreamEvent::Gap { offset, len, reason } => self.0.push(Ev::Gap(conn.id.0, dir, offset, len, reason)),
+            _ => {}
+        }
+        Verdict::Follow
+    }
+}
+
+fn seg(src: (u8, u16), dst: (u8, u16), seq: u32, ack: u32, flags: u8, payload: &[u8]) -> TcpSegment<'_> {
+    TcpSegment {
+        ip: IpPair { src: IpAddr::V4(Ipv4Addr::new(10, 0, 0, src.0)), dst: IpAddr::V4(Ipv4Addr::new(10, 0, 0, dst.0)) },
+        src_port: src.1,
+        dst_port: dst.1,
+        seq,
+        ack,
+        flags: TcpFlags(flags),
+        window: 1000,
+        options: &[],
+        payload,
+        payload_len: payload.len() as u32,
+    }
+}
+
+fn at(frame: u64, ts_ns: i64) -> Stamp {
+    Stamp { frame, ts_ns }
+}
+
+#[test]
+fn a_hole_of_a_silent_connection_expires_with_capture_time() {
+    const ACK: u8 = TcpFlags::ACK;
+    let (client, server, other) = ((2u8, 1023u16), (1u8, 988u16), (3u8, 1023u16));
+    let data = [7u8; 300];
+    let mut t = FlowTable::new(&[988]);
+    let mut sink = Rec::default();
+    t.process(&seg(client, server, 999, 0, TcpFlags::SYN, &[]), at(1, 0), &mut sink);
+    t.process(&seg(server, client, 4999, 1000, TcpFlags::SYN | ACK, &[]), at(2, 10), &mut sink);
+    t.process(&seg(client, server, 1000, 5000, ACK, &[]), at(3, 20), &mut sink);
+    t.process(&seg(client, server, 1000, 5000, ACK, &data[..100]), at(4, 30), &mut sink);
+    // 100..200 was dropped before the capture point: 200..300 waits for it; the receiver's
+    // duplicate ACK stays at the hole.
+    t.process(&seg(client, server, 1200, 5000, ACK, &data[200..]), at(5, 40), &mut sink);
+    t.process(&seg(server, client, 5000, 1100, ACK, &[]), at(6, 50), &mut sink);
+    // Another connection's packets bring the capture time on, up to the bound.
+    t.process(&seg(other, server, 77, 0, TcpFlags::SYN, &[]), at(7, 40 + MAX_HOLE_WAIT_NS), &mut sink);
+    assert_eq!(sink.0, vec![Ev::Data(0, Dir::FromActive, 0, 100)]);
+    assert!(t.half(ConnId(0), Dir::FromActive).unwrap().has_pending());
+    // Well past it (the table looks at waiting connections every so often).
+    t.process(&seg(other, server, 77, 0, TcpFlags::SYN, &[]), at(8, 40 + 2 * MAX_HOLE_WAIT_NS), &mut sink);
+    assert_eq!(
+        sink.0,
+        vec![
+            Ev::Data(0, Dir::FromActive, 0, 100),
+            Ev::Gap(0, Dir::FromActive, 100, 100, GapReason::CaptureLoss),
+            Ev::Data(0, Dir::FromActive, 200, 100),
+        ]
+    );
+    assert!(!t.half(ConnId(0), Dir::FromActive).unwrap().has_pending());
+}
