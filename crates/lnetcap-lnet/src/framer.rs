@@ -532,7 +532,7 @@ impl Framer {
             });
             if let Some(p) = self.pending_infer.take() {
                 if p.to == msg.offset {
-                    self.infer_run(p, &msg, out);
+                    self.infer_run(p, Some(&msg), out);
                 }
             }
             if msg.header_complete && msg.proto.is_some() {
@@ -547,8 +547,15 @@ impl Framer {
     /// length). Fields that follow an arithmetic progression between the neighbours (match
     /// bits, zero-copy cookies, selftest ids) are filled in; the others are left out.
     /// Times come from the segments that carried the run's bytes.
-    fn infer_run(&mut self, p: PendingInfer, next: &Message, out: &mut Vec<LnetEvent>) {
+    ///
+    /// A run that ends the stream (`next` is None: the connection closed, or the capture
+    /// ended, while framing was lost) is inferred from its decoded predecessor alone: same
+    /// kind, NIDs, portal and length; the fields a progression would give (match bits,
+    /// cookies, selftest ids) stay unknown.
+    fn infer_run(&mut self, p: PendingInfer, next: Option<&Message>, out: &mut Vec<LnetEvent>) {
         let prev = &p.prev;
+        let tail = next.is_none();
+        let next = next.unwrap_or(prev);
         let len = prev.wire_len;
         let run = p.to - p.from;
         if len == 0 || next.wire_len != len || run % len != 0 || !next.header_complete || prev.kind() != next.kind() {
@@ -576,7 +583,7 @@ impl Framer {
         };
         for i in 1..=k {
             let cookie = match (pk, nk) {
-                (Some(a), Some(b)) => progression(a.zc_req_cookie, b.zc_req_cookie, k, i),
+                (Some(a), Some(b)) if !tail => progression(a.zc_req_cookie, b.zc_req_cookie, k, i),
                 _ => None,
             };
             let ksock = match (pk, cookie) {
@@ -584,7 +591,7 @@ impl Framer {
                 _ => None,
             };
             let mb = match (ph.match_bits(), nh.match_bits()) {
-                (Some(a), Some(b)) => progression(a, b, k, i),
+                (Some(a), Some(b)) if !tail => progression(a, b, k, i),
                 _ => None,
             };
             let detail = match (ph.detail, mb) {
@@ -611,7 +618,7 @@ impl Framer {
                 _ => None,
             };
             let app = match (pa, na) {
-                (App::Srpc(a), App::Srpc(b)) if a.msg_type == b.msg_type => {
+                (App::Srpc(a), App::Srpc(b)) if a.msg_type == b.msg_type && !tail => {
                     let rpyid = match (a.rpyid, b.rpyid) {
                         (Some(x), Some(y)) => progression(x, y, k, i),
                         _ => None,
@@ -646,6 +653,23 @@ impl Framer {
         self.stats.messages_inferred += k;
         self.stats.bytes_inferred += run;
         self.stats.bytes_skipped -= run;
+    }
+
+    /// The stream ended at `offset` (FIN, reset, or the end of the capture). A skipped run
+    /// that began at a message boundary and reaches the end is inferred from the message
+    /// before it when it is an exact number of such messages (a sender that lost segments
+    /// before the capture point queues its bulk back to back, and at a short snaplen every
+    /// header after the first lies past the captured bytes until the connection closes).
+    pub fn end(&mut self, offset: u64, out: &mut Vec<LnetEvent>) {
+        if self.expect != Expect::Desync || offset != self.pos || !self.desync_at_boundary || self.skip_map_full {
+            return;
+        }
+        let Some(prev) = self.last_msg.clone() else { return };
+        let p = PendingInfer { from: self.desync_from, to: offset, map: std::mem::take(&mut self.skip_map), prev };
+        self.desync_at_boundary = false;
+        if p.to > p.from {
+            self.infer_run(p, None, out);
+        }
     }
 
     fn note_nid(&mut self, n: Nid) {

@@ -148,7 +148,8 @@ impl StreamSink for Decoder {
                 *st.acct[d].gaps.entry(reason.as_str()).or_default() += 1;
                 framer.on_gap(offset, len, stamp, &mut self.out);
             }
-            StreamEvent::Fin { .. } | StreamEvent::Rst => {}
+            StreamEvent::Fin { offset } => framer.end(offset, &mut self.out),
+            StreamEvent::Rst => {}
             StreamEvent::Anomaly(a) => *st.acct[d].anomalies.entry(anomaly_name(&a)).or_default() += 1,
         }
         // A HELLO fixes the framing of the other direction too when it has none yet.
