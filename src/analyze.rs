@@ -186,6 +186,12 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
                                 Some([s, e]) => [s.min(m.first.ts_ns), e.max(m.last.ts_ns)],
                                 None => [m.first.ts_ns, m.last.ts_ns],
                             });
+                            if conn.capture_point().is_none() && !tracker.knows_capture_point(m.conn.0) {
+                                let cp = pipe.tcp_perf(m.conn).and_then(lnetcap_rpc::tcp::capture_point_from_loops);
+                                if let Some(cp) = cp {
+                                    tracker.note_capture_point(m.conn.0, cp);
+                                }
+                            }
                             tracker.on_message(&m, conn, &mut rpcs);
                         }
                     }

@@ -46,7 +46,7 @@ fn fail_if_fails_and_passes_on_purpose() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(e.contains("gate failed: --fail-if 'efficiency < 0.8' holds for 10.99.1.1@tcp ↔ 10.99.2.1@tcp"), "{e}");
-    assert!(e.contains("efficiency (model.efficiency) = 0.77"), "{e}");
+    assert!(e.contains("efficiency (model.efficiency) = 0.7"), "{e}");
     assert!(
         e.contains("--fail-if 'binding_limit == lnet_credits' holds") && e.contains("binding_limit = \"lnet_credits\""),
         "{e}"

@@ -134,6 +134,11 @@ pub struct ModelInput {
     pub bs_bytes: f64,
     /// RPCs in flight (time-weighted mean, client's time).
     pub rif: f64,
+    /// Round trips an RPC costs, serialized: 2 (seed 000: ½ request, 1 bulk, ½ reply) when
+    /// the bulk is acknowledged before the reply (writes; reads with an LNet ACK or zero
+    /// copy), 1 when the reply follows the bulk data at once (a read without zero copy).
+    /// 0 stands for 2.
+    pub round_trips: f64,
     /// The credit limit when messages in flight plateau (inferred), with the bulk message
     /// size.
     pub credits: Option<(f64, f64)>,
@@ -151,6 +156,27 @@ pub struct ModelInput {
     pub server_s: Option<f64>,
     /// Link rate, bytes/s, and whether the user gave it (else: the best rate seen).
     pub link: Option<(f64, bool)>,
+}
+
+impl ModelInput {
+    /// The RTT that enters T_rpc = RIF × BS / (2 × RTT): the RTT scaled by the RPC's round
+    /// trips over seed 000's two.
+    pub fn rpc_rtt_s(&self) -> f64 {
+        if self.round_trips > 0.0 {
+            self.rtt_s * self.round_trips / 2.0
+        } else {
+            self.rtt_s
+        }
+    }
+
+    /// The round trips per RPC used.
+    pub fn trips(&self) -> f64 {
+        if self.round_trips > 0.0 {
+            self.round_trips
+        } else {
+            2.0
+        }
+    }
 }
 
 /// One bound.
@@ -237,7 +263,7 @@ pub fn app_window_bytes(inp: &ModelInput) -> f64 {
     };
     // A slow server offers no more per round trip than it serves in one.
     match inp.server_s {
-        Some(s) if s > 0.0 => app.min(server_bound(inp.rif, inp.bs_bytes, inp.rtt_s, s) * inp.rtt_s),
+        Some(s) if s > 0.0 => app.min(server_bound(inp.rif, inp.bs_bytes, inp.rpc_rtt_s(), s) * inp.rtt_s),
         _ => app,
     }
 }
@@ -247,7 +273,7 @@ pub fn app_window_bytes(inp: &ModelInput) -> f64 {
 /// the one lnetcap can act on most directly: LNet credits, then the RPC window (a measured
 /// plateau beats an arithmetic bound).
 pub fn evaluate(inp: &ModelInput) -> ModelOutput {
-    let trpc = t_rpc(inp.rif, inp.bs_bytes, inp.rtt_s);
+    let trpc = t_rpc(inp.rif, inp.bs_bytes, inp.rpc_rtt_s());
     let mut bounds = vec![Bound { limit: Limit::RpcWindow, bytes_per_s: trpc }];
     if let Some((m, size)) = inp.credits {
         bounds.push(Bound { limit: Limit::LnetCredits, bytes_per_s: credit_window(m, size, inp.rtt_s) });
@@ -268,7 +294,10 @@ pub fn evaluate(inp: &ModelInput) -> ModelOutput {
         // Each RPC holds its slot of the RPC window for two round trips plus the server's
         // time; the server is a bound of its own when that time is a real share of it.
         if t > 0.0 {
-            bounds.push(Bound { limit: Limit::Server, bytes_per_s: server_bound(inp.rif, inp.bs_bytes, inp.rtt_s, t) });
+            bounds.push(Bound {
+                limit: Limit::Server,
+                bytes_per_s: server_bound(inp.rif, inp.bs_bytes, inp.rpc_rtt_s(), t),
+            });
         }
     }
     if let Some((l, _)) = inp.link {
@@ -277,7 +306,15 @@ pub fn evaluate(inp: &ModelInput) -> ModelOutput {
     bounds.retain(|b| b.bytes_per_s.is_finite() && b.bytes_per_s > 0.0);
     bounds.sort_by(|a, b| a.bytes_per_s.total_cmp(&b.bytes_per_s));
     let t_model = bounds.first().map_or(f64::INFINITY, |b| b.bytes_per_s);
-    let near: Vec<Limit> = bounds.iter().filter(|b| b.bytes_per_s <= t_model * 1.05).map(|b| b.limit).collect();
+    let mut near: Vec<Limit> = bounds.iter().filter(|b| b.bytes_per_s <= t_model * 1.05).map(|b| b.limit).collect();
+    // Credits inferred from a plateau mean messages waited for them: they bind even where
+    // their window (k × size per round trip) is above T_rpc, for RPCs issued in bursts
+    // wait for the credits a burst takes (12 RPCs on 8 credits at 40 ms: the RPC window's
+    // 155 MB/s is above the observed 144 MB/s only because a third of the RPCs waited).
+    // Only a full link or a TCP window below them comes first.
+    if inp.credits.is_some() && !near.iter().any(|l| matches!(l, Limit::Link | Limit::TcpCongestion)) {
+        near.push(Limit::LnetCredits);
+    }
     let binding = [Limit::Link, Limit::LnetCredits, Limit::RpcWindow]
         .into_iter()
         .find(|l| near.contains(l))
@@ -290,7 +327,7 @@ pub fn evaluate(inp: &ModelInput) -> ModelOutput {
         _ => 0.0,
     };
     let needed_rif = match inp.link {
-        Some((l, _)) => Some(needed_rif(l, inp.rtt_s, inp.bs_bytes)),
+        Some((l, _)) => Some(needed_rif(l, inp.rpc_rtt_s(), inp.bs_bytes)),
         // Without a link rate: the RPCs in flight that would reach the next limit above
         // the RPC window.
         None => bounds
@@ -299,7 +336,7 @@ pub fn evaluate(inp: &ModelInput) -> ModelOutput {
             .map(|b| b.bytes_per_s)
             .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.min(x))))
             .filter(|_| inp.bs_bytes > 0.0)
-            .map(|t| (t * 2.0 * inp.rtt_s / inp.bs_bytes).ceil() as u64),
+            .map(|t| (t * 2.0 * inp.rpc_rtt_s() / inp.bs_bytes).ceil() as u64),
     };
     let lost = shares_lost(inp.link.map_or(trpc, |(l, _)| l), &bounds, inp.observed);
     ModelOutput {
@@ -332,14 +369,15 @@ pub struct Advice {
 }
 
 /// What an admin can tune, from the verdict and the evidence. Never advises beyond what the
-/// capture shows: each item names the numbers it comes from.
+/// capture shows: each item names the numbers it comes from. `messages_wanted`: the LNet
+/// messages the open RPCs put in flight at once (RPCs in flight × bulk messages per RPC).
 #[allow(clippy::too_many_arguments)]
 pub fn advise(
     inp: &ModelInput,
     out: &ModelOutput,
     selftest: bool,
     writes: bool,
-    rif_max: f64,
+    messages_wanted: f64,
     peers_of_server: u64,
     retrans_share: f64,
 ) -> Vec<Advice> {
@@ -365,13 +403,14 @@ pub fn advise(
             // RIF to reach the next bound (or the link).
             let target = inp.link.map_or(next_bound, |(l, _)| l.min(next_bound));
             if target.is_finite() && inp.bs_bytes > 0.0 {
-                let mut n = (target * 2.0 * inp.rtt_s / inp.bs_bytes).ceil().max(inp.rif.ceil() + 1.0) as u64;
+                let mut n = (target * 2.0 * inp.rpc_rtt_s() / inp.bs_bytes).ceil().max(inp.rif.ceil() + 1.0) as u64;
                 // Without the link rate the capture cannot tell how far the window may grow:
                 // advise no more than doubling it.
                 let capped = inp.link.is_none() && n as f64 > 2.0 * inp.rif.ceil();
                 if capped {
                     n = (2.0 * inp.rif.ceil()).max(inp.rif.ceil() + 1.0) as u64;
                 }
+                let trips = inp.trips();
                 let unknown = if capped { " (the link rate is not known: this doubles the window; give --link-rate for the value that fills the link)" } else { "" };
                 let (setting, command) = if selftest {
                     ("lst --concurrency".to_string(), format!("lst add_test ... --concurrency {n} ..."))
@@ -383,12 +422,12 @@ pub fn advise(
                     value: n.to_string(),
                     command,
                     reason: format!(
-                        "throughput follows T_rpc = RIF × BS / (2 × RTT) = {:.1} × {:.2} MiB / (2 × {:.1} ms) = {:.1} MB/s; {n} RPCs in flight would carry {:.1} MB/s (next limit {:.1} MB/s){unknown}",
+                        "throughput follows T_rpc = RIF × BS / ({trips} × RTT) = {:.1} × {:.2} MiB / ({trips} × {:.1} ms) = {:.1} MB/s; {n} RPCs in flight would carry {:.1} MB/s (next limit {:.1} MB/s){unknown}",
                         inp.rif,
                         mib,
                         inp.rtt_s * 1e3,
                         out.t_rpc_bytes_per_s / 1e6,
-                        t_rpc(n as f64, inp.bs_bytes, inp.rtt_s).min(target) / 1e6,
+                        t_rpc(n as f64, inp.bs_bytes, inp.rpc_rtt_s()).min(target) / 1e6,
                         target / 1e6
                     ),
                 });
@@ -405,12 +444,12 @@ pub fn advise(
             }
         }
         Limit::LnetCredits => {
-            let n = rif_max.ceil().max(1.0) as u64;
+            let n = messages_wanted.ceil().max(1.0) as u64;
             v.push(credits_advice(
                 n,
                 peers_of_server,
                 &format!(
-                    "LNet messages in flight plateau at {:.0} (peer_credits) while {n} RPCs were in flight: raise peer_credits to at least the RPCs in flight",
+                    "LNet messages in flight plateau at {:.0} (peer_credits) while the RPCs in flight asked for {n} at once (RPCs × bulk messages per RPC): raise peer_credits to at least that",
                     inp.credits.map_or(0.0, |c| c.0)
                 ),
             ));
@@ -443,8 +482,8 @@ pub fn advise(
                 reason: format!(
                     "the server holds each RPC {:.1} ms of its own against {:.1} ms of round trips ({:.0} % of an RPC's time); more RPCs in flight help only while the server has idle service threads, which a capture cannot show",
                     s * 1e3,
-                    2.0 * inp.rtt_s * 1e3,
-                    100.0 * s / (s + 2.0 * inp.rtt_s)
+                    2.0 * inp.rpc_rtt_s() * 1e3,
+                    100.0 * s / (s + 2.0 * inp.rpc_rtt_s())
                 ),
             });
         }
@@ -474,13 +513,28 @@ pub fn advise(
     v
 }
 
-/// The path was full without a link rate given: with data offered beyond what was in
-/// flight, a steady window (no loss, not opening) and the receive window open, the sender
-/// sent what the path let it; the best sustained rate is then the path's rate.
-pub fn path_full(inp: &ModelInput) -> bool {
+/// Share of the RTT floor by which the RTT must rise for an interval to show a queue.
+pub const STANDING_QUEUE_SHARE: f64 = 0.2;
+
+/// Share of the steady window's intervals that must show a queue for the path to be full.
+pub const QUEUED_INTERVALS: f64 = 0.25;
+
+/// The path was full without a link rate given. It needs positive evidence of a
+/// bottleneck: a queue on the path (the RTT up by `STANDING_QUEUE_SHARE` of its floor) in
+/// at least `QUEUED_INTERVALS` of the steady window's intervals (`queued_share`) with no
+/// loss (`lossless`): the window grew into a queue and the rate did not follow it, so the
+/// best sustained rate is the path's. Without a queue, a flight below what was offered is
+/// not enough (one RPC in flight sends one bulk per round trip, in slow start after each
+/// idle period). The receive window must not be what held the flight.
+///
+/// A sender paced at the bottleneck (no queue at all) shows it differently: a steady window
+/// (not opening, `cwnd_acting` false) below what the application offered while the bulk
+/// connections never went idle (`busy`: idle for under a tenth of the time).
+pub fn path_full(inp: &ModelInput, queued_share: f64, lossless: bool, busy: bool) -> bool {
+    let queue = inp.rtt_s > 0.0 && queued_share >= QUEUED_INTERVALS;
     match inp.cwnd_bytes {
-        Some(c) if !inp.cwnd_acting && c > 0.0 => {
-            c < 0.85 * app_window_bytes(inp) && inp.rwnd_bytes.is_none_or(|w| c < 0.85 * w)
+        Some(c) if lossless && c > 0.0 && inp.rwnd_bytes.is_none_or(|w| c < 0.85 * w) => {
+            queue || (busy && !inp.cwnd_acting && c < 0.85 * app_window_bytes(inp))
         }
         _ => false,
     }
@@ -582,14 +636,23 @@ mod tests {
             rwnd_bytes: Some(64.0 * MIB),
             ..Default::default()
         };
-        // 8 MiB offered per round trip, 250 kB in flight, steady, no loss: the path is full.
-        assert!(path_full(&base));
-        // Loss or an opening window: congestion control is acting, TCP may be the limit.
-        assert!(!path_full(&ModelInput { cwnd_acting: true, ..base.clone() }));
+        // A queue in 40 % of the intervals with no loss: the window grew into a queue, the
+        // path is full (even while the window still opens).
+        assert!(path_full(&base, 0.4, true, false));
+        assert!(path_full(&ModelInput { cwnd_acting: true, ..base.clone() }, 0.4, true, false));
+        // A queue in a tenth of the intervals is no evidence: one bulk per round trip, a
+        // flight below what is offered on a connection idle between bulks, is not a full
+        // path.
+        assert!(!path_full(&base, 0.1, true, false));
+        // A sender paced at the bottleneck: no queue, but a steady flight of 250 kB with
+        // 8 MiB offered per round trip on a connection never idle.
+        assert!(path_full(&base, 0.0, true, true));
+        assert!(!path_full(&ModelInput { cwnd_acting: true, ..base.clone() }, 0.0, true, true));
+        assert!(!path_full(&ModelInput { rif: 0.4, ..base.clone() }, 0.0, true, true));
+        // With loss, TCP may be the limit.
+        assert!(!path_full(&base, 0.4, false, true));
         // The receive window holds the flight: not the path.
-        assert!(!path_full(&ModelInput { rwnd_bytes: Some(260e3), ..base.clone() }));
-        // The application offers no more than is in flight: not the path.
-        assert!(!path_full(&ModelInput { rif: 0.4, ..base.clone() }));
+        assert!(!path_full(&ModelInput { rwnd_bytes: Some(260e3), ..base.clone() }, 0.4, true, true));
         // A link within 5 % of another bound (credits at 123 MB/s) is named before it.
         let inp = ModelInput { link: Some((125e6, false)), credits: Some((0.235, MIB)), ..base.clone() };
         let out = evaluate(&inp);

@@ -68,6 +68,59 @@ fn server_time_s(peer: &PeerReport, rtt: &RttReport, reads: bool) -> Option<f64>
     Some(s.max(ph.service_time_s.unwrap_or(0.0) - 1.0))
 }
 
+/// Share of the steady window's intervals in which the path held a queue: the far sides'
+/// smallest loop `STANDING_QUEUE_SHARE` of the RTT floor above it (`mins`), or the loops on
+/// the bulk data twice that above their floor on average (`means`).
+fn queued_share(
+    mins: &std::collections::BTreeMap<i64, f64>,
+    means: &std::collections::BTreeMap<i64, f64>,
+    floor_us: f64,
+    window: Option<[i64; 2]>,
+) -> f64 {
+    let Some([a, b]) = window else { return 0.0 };
+    if floor_us <= 0.0 {
+        return 0.0;
+    }
+    let share = lnetcap_model::STANDING_QUEUE_SHARE;
+    let keys: BTreeSet<i64> = mins.range(a..b).chain(means.range(a..b)).map(|(t, _)| *t).collect();
+    let queued = keys
+        .iter()
+        .filter(|t| {
+            mins.get(t).is_some_and(|q| *q >= share * floor_us)
+                || means.get(t).is_some_and(|q| *q >= 2.0 * share * floor_us)
+        })
+        .count();
+    if keys.is_empty() {
+        0.0
+    } else {
+        queued as f64 / keys.len() as f64
+    }
+}
+
+/// The bulk connections were never idle for long: idle (nothing in flight for more than a
+/// loop) under a tenth of the pair's active time.
+fn bulk_busy(conns: &[ConnPerfRef<'_>], bulk: &[(usize, usize)], peer: &PeerReport) -> bool {
+    let span = match (peer.timeseries.first(), peer.timeseries.last()) {
+        (Some(a), Some(b)) if b.t_ns > a.t_ns => (b.t_ns - a.t_ns) as f64,
+        _ => return false,
+    };
+    !bulk.is_empty() && bulk.iter().all(|&(ci, d)| (conns[ci].dirs[d].idle_ns as f64) < 0.1 * span)
+}
+
+/// `binding_limit` of a pair that moved no bulk data: no throughput verdict.
+pub const NO_BULK: &str = "none (no bulk traffic)";
+
+/// Round trips an RPC costs, from the message sequence the capture shows: a read whose
+/// reply leaves right behind its bulk data (bulk end → reply well under the client's loop:
+/// no zero-copy ACK or LNet ACK awaited) costs one (½ request, ½ bulk and reply); every
+/// other bulk RPC seed 000's two.
+fn round_trips(peer: &PeerReport, rtt: &RttReport, reads: bool) -> f64 {
+    match (peer.phases.server_min_us, peer.phases.server_us, rtt.floor) {
+        (Some(min), Some(mean), Some(floor)) if reads && min < 0.25 * floor && mean < 0.5 * floor => 1.0,
+        _ => 2.0,
+    }
+}
+
 /// TCP behaviour and the throughput model for one peer pair.
 pub fn peer_entry(
     pipe: &Pipeline,
@@ -84,7 +137,10 @@ pub fn peer_entry(
         })
         .collect();
     let rtt = rtt_report(&conns);
-    let rtt_us = rtt.p50.or(peer.handshake_rtt_us).unwrap_or(0.0);
+    let mut peer = peer;
+    // The model's RTT is the path's floor (see RttReport::floor): the median of the loops
+    // carries delayed ACKs and application waits (one RPC in flight: twice the path's RTT).
+    let rtt_us = rtt.floor.or(peer.handshake_rtt_us).unwrap_or(0.0);
     let reads = peer.bytes_read >= peer.bytes_written;
     let bulk = bulk_directions(&conns, reads);
     let mut tcp = tcp_report(&conns, &bulk, peer.steady_window_ns);
@@ -103,6 +159,22 @@ pub fn peer_entry(
         rates.windows(span.min(rates.len()).max(1)).map(|w| w.iter().sum::<f64>() / w.len() as f64).fold(0.0, f64::max);
     let peers_of_server = all.iter().filter(|p| p.server_nid == peer.server_nid).count() as u64;
     let bulk_msg = bs.min(1_048_576.0);
+    // Messages holding their credits are on the wire: k of them put about k × their size in
+    // flight. Far less in flight means the messages queued behind a slower path, whose
+    // pace (not a credit limit) kept the count at its ceiling.
+    if let Some(k) = peer.messages_in_flight.inferred_peer_credits {
+        let flight = tcp.cwnd_estimate_max as f64;
+        if flight < 0.5 * k as f64 * bulk_msg {
+            let m = &mut peer.messages_in_flight;
+            m.inferred_peer_credits = None;
+            m.evidence = format!(
+                "not binding: {} ({:.1} MB in flight at most, under half of {k} × {:.2} MiB: the messages queued behind the path)",
+                m.evidence,
+                flight / 1e6,
+                bulk_msg / 1_048_576.0
+            );
+        }
+    }
     // Loss recovery (retransmissions that were not spurious) is congestion control acting.
     let loss = tcp.retransmits > tcp.retransmits_spurious;
     let steady_state =
@@ -117,13 +189,23 @@ pub fn peer_entry(
         let first = r.next();
         matches!((first, r.next_back()), (Some(f), Some(l)) if l as f64 > 1.1 * f as f64)
     });
+    // A standing queue on the path (the far sides' loops above their floor for most of the
+    // steady window) is the positive evidence of a full link.
+    let queue_iv = lnetcap_rpc::tcp::queue_by_interval(&conns);
+    let queued_share = queued_share(
+        &queue_iv,
+        &lnetcap_rpc::tcp::bulk_queue_mean_by_interval(&conns, &bulk),
+        rtt_us,
+        peer.steady_window_ns,
+    );
     let inp = ModelInput {
         observed: peer.throughput_bytes_per_s,
         rtt_s: rtt_us / 1e6,
         bs_bytes: bs,
         rif: peer.rpcs_in_flight.steady_mean,
+        round_trips: round_trips(&peer, &rtt, reads),
         credits: peer.messages_in_flight.inferred_peer_credits.map(|c| (c as f64, bulk_msg)),
-        cwnd_bytes: (tcp.cwnd_estimate_p50 > 0).then_some(tcp.cwnd_estimate_p50 as f64),
+        cwnd_bytes: (tcp.cwnd_estimate_mean > 0).then_some(tcp.cwnd_estimate_mean as f64),
         cwnd_acting: loss || opening_in_steady,
         rwnd_bytes: if tcp.rwnd_scale_unknown { None } else { tcp.rwnd_p50.map(|x| x as f64) },
         server_s: server_time_s(&peer, &rtt, reads),
@@ -133,7 +215,11 @@ pub fn peer_entry(
     let mut inp = inp;
     let link_source = if link_rate.is_some() {
         "--link-rate"
-    } else if steady_state && lnetcap_model::path_full(&inp) && best > 0.0 && inp.observed <= 1.05 * best {
+    } else if steady_state
+        && lnetcap_model::path_full(&inp, queued_share, !loss, bulk_busy(&conns, &bulk, &peer))
+        && best > 0.0
+        && inp.observed <= 1.05 * best
+    {
         inp.link = Some((best, false));
         "best sustained rate (the path was full)"
     } else {
@@ -142,7 +228,7 @@ pub fn peer_entry(
     let out = evaluate(&inp);
     tcp.efficiency_loss = out.tcp_efficiency_loss;
     let rtt_iv = lnetcap_rpc::tcp::rtt_by_interval(&conns);
-    let rtt_report_min = rtt.min;
+
     let intervals = peer
         .timeseries
         .iter()
@@ -157,10 +243,7 @@ pub fn peer_entry(
                 || opening(cwnd_iv.get(&(r.t_ns - interval_ns)).copied(), cw)
                 || opening(cw, cwnd_iv.get(&(r.t_ns + interval_ns)).copied());
             let rtt = rtt_iv.get(&r.t_ns).copied();
-            let model_rtt_us = match (rtt, rtt_report_min) {
-                (Some(iv), Some(min)) => rtt_us + (iv.min_us - min).max(0.0),
-                _ => rtt_us,
-            };
+            let model_rtt_us = rtt_us + queue_iv.get(&r.t_ns).copied().unwrap_or(0.0);
             let i = ModelInput {
                 observed: r.read_bytes_per_s + r.write_bytes_per_s,
                 rtt_s: model_rtt_us / 1e6,
@@ -188,15 +271,19 @@ pub fn peer_entry(
         &out,
         selftest,
         !reads,
-        f64::from(peer.rpcs_in_flight.max as u32),
+        // Messages each RPC puts in flight at once: its bulk MDs (4 for a 4 MiB RPC).
+        f64::from(peer.rpcs_in_flight.max as u32) * (bs / bulk_msg.max(1.0)).round().max(1.0),
         peers_of_server,
         tcp.retransmitted_share,
     );
+    // A pair without bulk data (metadata, pings) has no throughput to explain.
+    let no_bulk = peer.bytes_read + peer.bytes_written == 0;
+    let advice = if no_bulk { Vec::new() } else { advice };
     PeerEntry {
         file: file.to_string(),
         rtt_us: rtt,
         tcp,
-        binding_limit: out.binding_limit.as_str(),
+        binding_limit: if no_bulk { NO_BULK } else { out.binding_limit.as_str() },
         model: ModelReport {
             t_rpc_bytes_per_s: out.t_rpc_bytes_per_s,
             t_model_bytes_per_s: out.t_model_bytes_per_s,

@@ -8,6 +8,25 @@ use crate::model::{PeerEntry, Report};
 fn print_model(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
     let m = &e.model;
     let r = &e.rtt_us;
+    if e.binding_limit == crate::build::NO_BULK {
+        let p = &e.peer;
+        let span = match (p.timeseries.first(), p.timeseries.last()) {
+            (Some(a), Some(b)) if b.t_ns > a.t_ns => (b.t_ns - a.t_ns) as f64 / 1e9,
+            _ => 0.0,
+        };
+        let rate = if span > 0.0 {
+            format!("{:.1} RPCs/s over {span:.1} s", (p.rpcs + p.rpcs_partial) as f64 / span)
+        } else {
+            "-".into()
+        };
+        writeln!(
+            out,
+            "  observed vs model: no bulk traffic, so no throughput verdict ({rate}; RTT {}, latency p50 {})",
+            ms(r.floor),
+            ms(p.latency_us.p50)
+        )?;
+        return Ok(());
+    }
     writeln!(
         out,
         "  observed vs model{}",
@@ -19,7 +38,8 @@ fn print_model(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
     )?;
     writeln!(
         out,
-        "    RTT          {} (min {}; capture point near the {}: client loop {}, server loop {})",
+        "    RTT          {} (the path's floor, rtt_us.floor; median {}, min {}; capture point near the {}: client loop {}, server loop {})",
+        ms(r.floor),
         ms(r.p50),
         ms(r.min),
         r.capture_side.unwrap_or("?"),
@@ -42,11 +62,17 @@ fn print_model(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
     )?;
     writeln!(
         out,
-        "    T_rpc        RIF {:.1} × {} / (2 × {}) = {}/s",
+        "    T_rpc        RIF {:.1} × {} / ({} × {}) = {}/s{}",
         m.inputs.rif,
         bytes(m.inputs.bs_bytes),
-        ms(r.p50),
-        bytes(m.t_rpc_bytes_per_s)
+        m.inputs.trips(),
+        ms(Some(m.inputs.rtt_s * 1e6)),
+        bytes(m.t_rpc_bytes_per_s),
+        if m.inputs.trips() < 2.0 {
+            "  (one round trip per RPC: each reply left right behind its bulk data, no acknowledgement awaited)"
+        } else {
+            ""
+        }
     )?;
     let b: Vec<String> = m.bounds.iter().map(|b| format!("{} {}/s", b.limit.as_str(), bytes(b.bytes_per_s))).collect();
     writeln!(out, "    bounds       {}", b.join(" < "))?;

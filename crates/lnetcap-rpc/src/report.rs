@@ -143,6 +143,8 @@ pub struct MessagesDirection {
     pub mean: f64,
     /// Share of the busy time (≥ 1 in flight) spent at the maximum.
     pub time_at_max: f64,
+    /// Share of the busy time at one below the maximum.
+    pub time_below_max: f64,
 }
 
 /// LNet messages in flight (what peer_credits bounds).

@@ -96,6 +96,12 @@ impl StepSeries {
         self
     }
 
+    /// Widens the tolerance (never narrows it), for a series whose delay estimate became
+    /// known after it was created.
+    pub fn widen_tolerance(&mut self, tolerance_ns: i64) {
+        self.tolerance_ns = self.tolerance_ns.max(tolerance_ns);
+    }
+
     /// Schedules a whole interval [start, end): the tolerance never makes it negative.
     pub fn push_interval(&mut self, start: i64, end: i64) {
         // At least 1 ns, so that the interval's own increase comes before its decrease.

@@ -27,8 +27,11 @@ pub struct TcpPeerReport {
     /// Congestion window estimate: the largest per-RTT envelope of bytes in flight, summed
     /// over the connections carrying bulk in the main direction.
     pub cwnd_estimate_max: u64,
-    /// Median of the per-RTT envelopes in the steady window (what the model uses).
+    /// Median of the per-RTT envelopes in the steady window.
     pub cwnd_estimate_p50: u64,
+    /// Their mean (what the model uses: a window cut by losses and grown again carries, on
+    /// average, its mean per round trip, which the median of a skewed series understates).
+    pub cwnd_estimate_mean: u64,
     /// Median advertised receive window in the steady window, summed likewise (bytes).
     pub rwnd_p50: Option<u64>,
     /// Window scaling was not captured (windows are raw).
@@ -44,8 +47,17 @@ pub struct TcpPeerReport {
 pub struct RttReport {
     /// Smallest RTT: sum of the smallest loop on each side, µs.
     pub min: Option<f64>,
-    /// Median RTT: sum of the median loops, µs.
+    /// Median RTT: sum of the median loops, µs. Delayed ACKs and a receiver that holds its
+    /// ACK until it answers (one RPC in flight) pull it up.
     pub p50: Option<f64>,
+    /// The path's RTT floor, what the model uses, µs: per side, the smaller of its loops' 1st
+    /// percentile and the median of its per-interval minima, summed. Every side has prompt
+    /// samples somewhere in a capture (bulk ACKed every second segment, the handshake, the
+    /// first exchanges) while its delayed ones are late by tens of ms; the percentile and the
+    /// median leave out the few packets a path delivers early, and the interval minima the
+    /// samples queued behind a burst (4 MiB RPCs fill the path's buffers every round trip).
+    /// A standing queue does not raise it: the per-interval RTT does.
+    pub floor: Option<f64>,
     /// Loop between the capture point and the client (µs, median).
     pub client_loop_us: Option<f64>,
     /// Loop between the capture point and the server (µs, median).
@@ -55,6 +67,9 @@ pub struct RttReport {
     /// Samples used.
     pub samples: usize,
 }
+
+/// The quantile of a side's loops taken as its floor (see [`RttReport::floor`]).
+pub const FLOOR_QUANTILE: f64 = 0.01;
 
 /// One connection's two directions, with which side sends bulk data and which is the
 /// client: (perf, client sends on dir 0, carries bulk).
@@ -73,6 +88,15 @@ pub fn rtt_report(conns: &[ConnPerfRef<'_>]) -> RttReport {
     let med = |q: &Quantiles| q.quantile(0.5).map(|x| x as i64);
     let (cm, sm) = (med(&client_loop), med(&server_loop));
     let (cmin, smin) = (client_loop.min().map(|x| x as i64), server_loop.min().map(|x| x as i64));
+    let iv = interval_mins_by_side(conns);
+    let low = |q: &Quantiles, side: usize| {
+        let p = q.quantile(FLOOR_QUANTILE).map(|x| x as i64);
+        let mins: Vec<i64> = iv[side].values().copied().collect();
+        match (p, median(&mins)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    };
     let us = |x: i64| x as f64 / 1000.0;
     let side = match (cm, sm) {
         (Some(c), Some(s)) => {
@@ -90,11 +114,28 @@ pub fn rtt_report(conns: &[ConnPerfRef<'_>]) -> RttReport {
     RttReport {
         min: cmin.zip(smin).map(|(a, b)| us(a + b)),
         p50: cm.zip(sm).map(|(a, b)| us(a + b)),
+        floor: low(&client_loop, 0).zip(low(&server_loop, 1)).map(|(a, b)| us(a + b)),
         client_loop_us: cm.map(us),
         server_loop_us: sm.map(us),
         capture_side: side,
         samples: (client_loop.count() + server_loop.count()) as usize,
     }
+}
+
+/// Per side (client, server): the smallest loop of each series interval.
+fn interval_mins_by_side(conns: &[ConnPerfRef<'_>]) -> [std::collections::BTreeMap<i64, i64>; 2] {
+    let mut out: [std::collections::BTreeMap<i64, i64>; 2] = Default::default();
+    for c in conns {
+        for (d, dir) in c.dirs.iter().enumerate() {
+            // Data of direction 0 is acknowledged by the passive side; its loop is that side's.
+            let side = usize::from((d == 0) == c.active_is_client);
+            for (&t, b) in dir.loop_series.iter().filter(|(_, b)| b.n > 0) {
+                let m = out[side].entry(t).or_insert(i64::MAX);
+                *m = (*m).min(b.min);
+            }
+        }
+    }
+    out
 }
 
 /// (client-side loops, server-side loops) over all connections of a pair.
@@ -199,6 +240,7 @@ pub fn tcp_report(conns: &[ConnPerfRef<'_>], bulk_dirs: &[(usize, usize)], windo
         env = env_sum.values().map(|f| *f as i64).collect();
     }
     r.cwnd_estimate_p50 = median(&env).unwrap_or(0) as u64;
+    r.cwnd_estimate_mean = if env.is_empty() { 0 } else { (env.iter().sum::<i64>() / env.len() as i64) as u64 };
     let rw: Vec<i64> = rwnd.iter().filter(|(t, _)| in_window(t)).map(|(_, x)| *x as i64).collect();
     r.rwnd_p50 = median(&rw).map(|x| x as u64);
     r.retransmitted_share = if bytes_sent > 0 { retrans as f64 / bytes_sent as f64 } else { 0.0 };
@@ -236,4 +278,76 @@ pub fn cwnd_by_interval(
         }
     }
     out
+}
+
+/// A standing queue per series interval, µs: how far each far side's loop (the side with
+/// a path between it and the capture point) rose above its floor in the interval, summed.
+/// A queue sits on a path; the loop to a side at the capture point has none, and only an
+/// application holding its ACK (one RPC in flight: the server ACKs the request with its
+/// reply) or a delayed-ACK timer makes it long, so near sides are left out.
+pub fn queue_by_interval(conns: &[ConnPerfRef<'_>]) -> std::collections::BTreeMap<i64, f64> {
+    let (client_all, server_all) = loops_by_side(conns);
+    let floors = [client_all.quantile(FLOOR_QUANTILE), server_all.quantile(FLOOR_QUANTILE)];
+    let [Some(fc), Some(fs)] = floors else { return Default::default() };
+    let far = [fc >= 0.1 * (fc + fs), fs >= 0.1 * (fc + fs)];
+    let mut mins: std::collections::BTreeMap<i64, [Option<i64>; 2]> = std::collections::BTreeMap::new();
+    for c in conns {
+        for (d, dir) in c.dirs.iter().enumerate() {
+            // Data of direction 0 is acknowledged by the passive side.
+            let side = usize::from((d == 0) == c.active_is_client);
+            for (&t, b) in dir.loop_series.iter().filter(|(_, b)| b.n > 0 && far[side]) {
+                let m = &mut mins.entry(t).or_default()[side];
+                *m = Some(m.map_or(b.min, |x| x.min(b.min)));
+            }
+        }
+    }
+    let floor = [fc, fs];
+    mins.into_iter()
+        .map(|(t, m)| {
+            let q: f64 = (0..2).filter_map(|k| m[k].map(|x| (x as f64 - floor[k]).max(0.0))).sum();
+            (t, q / 1000.0)
+        })
+        .collect()
+}
+
+/// Per series interval, the rise of the mean loop measured on the bulk data above the
+/// floor of those loops, µs. Bulk data is acknowledged every second segment, so its loops
+/// are prompt: a mean well above their floor is a queue that builds and drains within the
+/// interval (a burst of RPCs through a slower link), which the interval's minimum misses.
+pub fn bulk_queue_mean_by_interval(
+    conns: &[ConnPerfRef<'_>],
+    bulk_dirs: &[(usize, usize)],
+) -> std::collections::BTreeMap<i64, f64> {
+    let mut all = Quantiles::default();
+    let mut acc: std::collections::BTreeMap<i64, (i64, u64)> = std::collections::BTreeMap::new();
+    for &(ci, d) in bulk_dirs {
+        let p = conns[ci].dirs[d];
+        all.merge(&p.loops);
+        for (&t, b) in &p.loop_series {
+            let e = acc.entry(t).or_default();
+            e.0 += b.sum;
+            e.1 += u64::from(b.n);
+        }
+    }
+    let Some(floor) = all.quantile(FLOOR_QUANTILE) else { return Default::default() };
+    acc.into_iter()
+        .filter(|(_, (_, n))| *n > 0)
+        .map(|(t, (sum, n))| (t, (sum as f64 / n as f64 - floor).max(0.0) / 1000.0))
+        .collect()
+}
+
+/// Loop samples each direction needs before [`capture_point_from_loops`] trusts them.
+pub const CAPTURE_POINT_MIN_LOOPS: u64 = 16;
+
+/// The capture point of a connection whose handshake was not captured (a capture started
+/// mid-stream): each side's one-way delay is half the floor of the loop measured on the data
+/// it receives (direction 0's data is received by the passive side). The floor, not the
+/// median: a receiver that holds its ACKs makes the median long.
+pub fn capture_point_from_loops(dirs: [&DirPerf; 2]) -> Option<lnetcap_tcp::CapturePoint> {
+    if dirs.iter().any(|d| d.loops.count() < CAPTURE_POINT_MIN_LOOPS) {
+        return None;
+    }
+    let passive = dirs[0].loops.quantile(FLOOR_QUANTILE)?;
+    let active = dirs[1].loops.quantile(FLOOR_QUANTILE)?;
+    Some(lnetcap_tcp::CapturePoint { active_owd_ns: (active / 2.0) as i64, passive_owd_ns: (passive / 2.0) as i64 })
 }

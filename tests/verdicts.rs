@@ -1,0 +1,331 @@
+//! Verdicts on every real-kernel lab capture (fixtures/lab): the expected binding limit is
+//! derived from the capture's own `summary.json` facts, never from lnetcap's output:
+//! a rate-limited path → `link`; loss on the path → `tcp_congestion`; messages that waited
+//! for a peer credit on at least 20 % of the RPCs (either side) → `lnet_credits`; else
+//! `rpc_window`. Each capture is also checked against its RTT probe, its truth RPCs, its
+//! concurrency and its measured throughput (see `check`).
+//!
+//! The table in README.md ("Verdicts on the lab captures") is written by this test:
+//! `LNETCAP_UPDATE_README=1 cargo test --release --test verdicts` (scripts/lab-verdicts.sh);
+//! without it the test fails when the README's table differs from what it computes.
+//!
+//! Captures whose checks do not all pass yet are listed in `OPEN` with the reason; for them
+//! the test asserts that they still fail (so a fix shows up as a failure to update the
+//! list), and the README table shows them as open.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Captures with known failing checks, and why. Keep in step with the README table.
+const OPEN: &[(&str, &str)] = &[
+    (
+        "lst_write_rtt10_c24_pc8",
+        "23 RPCs partial: REPLY runs queued back to back are only partly inferred",
+    ),
+    ("lst_write_rtt30_c16_pc8_cpp2", "12 RPCs partial: REPLY runs interleave over two BULK_OUT connections"),
+    ("lst_write_rtt10_c8_pc8_snap128", "snaplen 128: no message is framed from the 76 captured payload bytes yet"),
+    (
+        "lst_read_veth_tso_c8",
+        "no delay line (RTT 0.05 ms): the rule says rpc_window, but T_rpc is 20 times the observed rate; lnetcap names the veth path (link)",
+    ),
+];
+
+struct Facts {
+    expected: &'static str,
+    concurrency: u64,
+    peer_credits: u64,
+    mds: u64,
+    probe_ms: f64,
+    rate_limited: bool,
+    lossy: bool,
+    drops: u64,
+    /// (client NID, XID) of every truth RPC.
+    truth_xids: BTreeSet<(String, u64)>,
+    /// The lab's steady window, cut to the capture's span.
+    window: Option<[f64; 2]>,
+    /// The truth's throughput over that window, MB/s.
+    throughput_mbps: f64,
+    tshark_whole: u64,
+}
+
+fn facts(dir: &Path) -> Facts {
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let c = &s["config"];
+    let rpcs = s["measured"]["rpcs_completed"].as_u64().unwrap();
+    let waits = s["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|cl| cl["peer_stats"]["credit_waits"].as_u64().unwrap_or(0))
+        .chain(
+            s["server"]["peers"]
+                .as_object()
+                .into_iter()
+                .flat_map(|m| m.values())
+                .map(|p| p["stats"]["credit_waits"].as_u64().unwrap_or(0)),
+        )
+        .max()
+        .unwrap_or(0);
+    let rate_limited = c["rate_mbit"].as_f64().unwrap_or(0.0) > 0.0;
+    let lossy = c["loss_pct"].as_f64().unwrap_or(0.0) > 0.0;
+    let expected = if rate_limited {
+        "link"
+    } else if lossy {
+        "tcp_congestion"
+    } else if waits * 5 >= rpcs {
+        "lnet_credits"
+    } else {
+        "rpc_window"
+    };
+    let f = &s["forwarder"];
+    let truth = common::read_jsonl(&dir.join("truth.jsonl.zst"));
+    // RPCs that ended before the capture began cannot be in it.
+    let truth_xids =
+        truth.iter().filter(|t| t["in_capture"] != "none").filter_map(|t| key(&t["client"], &t["xid"])).collect();
+    let verify: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("verify.json")).unwrap()).unwrap();
+    let tshark_whole = tshark_whole(&verify);
+    let w = &s["measured"]["steady_window"];
+    let ps = &s["capture"]["pcap_stats"];
+    let window = w[0]
+        .as_f64()
+        .zip(w[1].as_f64())
+        .map(|(a, b)| [a.max(ps["t_first"].as_f64().unwrap_or(a)), b.min(ps["t_last"].as_f64().unwrap_or(b))]);
+    // RPCs the clients completed in the window (what the lab's throughput counts).
+    let throughput_mbps = window.map_or(0.0, |[a, b]| {
+        let bytes: f64 = truth
+            .iter()
+            .filter(|t| t["t_end"].as_f64().is_some_and(|e| (a..b).contains(&e)))
+            .map(|t| t["size"].as_f64().unwrap_or(0.0))
+            .sum();
+        bytes / (b - a) / 1e6
+    });
+    Facts {
+        expected,
+        concurrency: c["concurrency"].as_u64().unwrap(),
+        peer_credits: c["peer_credits"].as_u64().unwrap(),
+        mds: c["bulk_md_count"].as_u64().unwrap_or(1).max(1),
+        probe_ms: s["rtt_probe"]["echo_ms_median"].as_f64().unwrap(),
+        rate_limited,
+        lossy,
+        drops: f["c2s"]["drop_loss"].as_u64().unwrap_or(0) + f["s2c"]["drop_loss"].as_u64().unwrap_or(0),
+        truth_xids,
+        window,
+        throughput_mbps,
+        tshark_whole,
+    }
+}
+
+/// RPCs tshark 4.0 decodes whole: the smaller of its matched bulk and reply counts.
+fn tshark_whole(v: &Value) -> u64 {
+    let n = |k: &str| v[k].as_u64();
+    match (n("bulk_msgs_matched_by_match_bits"), n("reply_puts_matched_by_match_bits")) {
+        (Some(a), Some(b)) => a.min(b),
+        _ => 0,
+    }
+}
+
+fn parse_hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).ok()
+}
+
+/// An RPC's (client NID, XID).
+fn key(client: &Value, xid: &Value) -> Option<(String, u64)> {
+    let xid = match xid {
+        Value::String(s) => parse_hex(s)?,
+        v => v.as_u64()?,
+    };
+    Some((client.as_str()?.to_string(), xid))
+}
+
+/// (JSON report, --rpcs lines) of one capture.
+fn analyze(cap: &Path, tag: &str) -> (Value, Vec<Value>) {
+    let dir = std::env::temp_dir();
+    let (json, rpcs) = (
+        dir.join(format!("lnetcap-verdicts-{}-{tag}.json", std::process::id())),
+        dir.join(format!("lnetcap-verdicts-{}-{tag}.jsonl", std::process::id())),
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_lnetcap"))
+        .args(["analyze", "-q", "--json", json.to_str().unwrap(), "--rpcs", rpcs.to_str().unwrap()])
+        .arg(cap)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}: {}", cap.display(), String::from_utf8_lossy(&o.stderr));
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let lines = common::read_jsonl(&rpcs);
+    let _ = (std::fs::remove_file(json), std::fs::remove_file(rpcs));
+    (report, lines)
+}
+
+/// One README row and the checks that failed.
+struct Row {
+    cells: Vec<String>,
+    failures: Vec<String>,
+}
+
+fn check(name: &str, f: &Facts, report: &Value, rpcs: &[Value]) -> Row {
+    let mut fail = Vec::new();
+    let peers: Vec<&Value> = report["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["bytes_read"].as_u64().unwrap_or(0) + p["bytes_written"].as_u64().unwrap_or(0) > 0)
+        .collect();
+    if peers.is_empty() {
+        fail.push("no peer with bulk traffic".to_string());
+    }
+    let mut named = BTreeSet::new();
+    let (mut eff_max, mut rtt_ms, mut floor_ms) = (0.0f64, 0.0f64, 0.0f64);
+    for p in &peers {
+        let who = p["client_nid"].as_str().unwrap_or("?");
+        let limit = p["binding_limit"].as_str().unwrap_or("?");
+        named.insert(limit.to_string());
+        if limit != f.expected {
+            fail.push(format!("{who}: binding limit {limit}, expected {}", f.expected));
+        }
+        let eff = p["model"]["efficiency"].as_f64().unwrap_or(f64::NAN);
+        eff_max = eff_max.max(eff);
+        if eff.is_nan() || eff > 1.05 {
+            fail.push(format!("{who}: efficiency {eff:.2} > 1.05"));
+        }
+        rtt_ms = p["model"]["inputs"]["rtt_s"].as_f64().unwrap_or(0.0) * 1e3;
+        floor_ms = p["rtt_us"]["floor"].as_f64().unwrap_or(0.0) / 1e3;
+        if !f.rate_limited && (rtt_ms / f.probe_ms - 1.0).abs() > 0.05 {
+            fail.push(format!("{who}: model RTT {rtt_ms:.2} ms not within 5 % of the probe's {:.2} ms", f.probe_ms));
+        }
+        if (floor_ms / f.probe_ms - 1.0).abs() > 0.02 {
+            fail.push(format!("{who}: RTT floor {floor_ms:.2} ms not within 2 % of the probe's {:.2} ms", f.probe_ms));
+        }
+        let rif = p["rpcs_in_flight"]["max"].as_u64().unwrap_or(0);
+        if rif != f.concurrency {
+            fail.push(format!("{who}: RPCs in flight reach {rif}, concurrency {}", f.concurrency));
+        }
+        if f.expected == "lnet_credits" {
+            let k = p["messages_in_flight"]["inferred_peer_credits"].as_u64();
+            if k != Some(f.peer_credits) && k != Some(f.peer_credits + 1) {
+                fail.push(format!("{who}: credits inferred {k:?}, peer_credits {}", f.peer_credits));
+            }
+            let want = f.concurrency * f.mds;
+            let advised = p["advice"].as_array().into_iter().flatten().find_map(|a| {
+                let v = a["value"].as_str()?;
+                v.strip_prefix("peer_credits=")?.split(' ').next()?.parse::<u64>().ok()
+            });
+            if advised.is_none_or(|n| n < want) {
+                fail.push(format!("{who}: peer_credits advice {advised:?}, needs ≥ {want} (C × MDs)"));
+            }
+        }
+        if f.lossy {
+            let rx = p["tcp"]["retransmits"].as_u64().unwrap_or(0);
+            if 2 * rx < f.drops {
+                fail.push(format!("{who}: {rx} retransmissions for {} packets the path dropped", f.drops));
+            }
+        }
+    }
+    // Every truth RPC found, complete or partial; at least as many complete as tshark
+    // decodes whole.
+    let found: BTreeSet<(String, u64)> = rpcs.iter().filter_map(|r| key(&r["client_nid"], &r["xid"])).collect();
+    let missing = f.truth_xids.difference(&found).count();
+    if missing > 0 {
+        fail.push(format!("{missing} truth RPCs not found"));
+    }
+    let complete = rpcs
+        .iter()
+        .filter(|r| {
+            !r["partial"].as_bool().unwrap_or(true)
+                && key(&r["client_nid"], &r["xid"]).is_some_and(|k| f.truth_xids.contains(&k))
+        })
+        .count() as u64;
+    if complete < f.tshark_whole {
+        fail.push(format!("{complete} complete RPCs, tshark decodes {} whole", f.tshark_whole));
+    }
+    // Throughput over the truth's steady window, from the RPCs completed in it (at the
+    // client: the capture time of the reply plus the client's one-way delay).
+    let thr = f.window.map(|[a, b]| {
+        let bytes: u64 = rpcs
+            .iter()
+            .filter(|r| !r["partial"].as_bool().unwrap_or(true))
+            .filter_map(|r| {
+                let end = r["t_end_ns"].as_f64()? / 1e9;
+                let owd = (r["client_latency_us"].as_f64()? - r["latency_us"].as_f64()?) / 2e6;
+                (a..b).contains(&(end + owd)).then(|| r["bytes"].as_u64().unwrap_or(0))
+            })
+            .sum();
+        bytes as f64 / (b - a) / 1e6
+    });
+    if !f.lossy && f.probe_ms >= 1.0 {
+        if let Some(t) = thr {
+            if (t / f.throughput_mbps - 1.0).abs() > 0.05 {
+                fail.push(format!("throughput {t:.1} MB/s not within 5 % of the measured {:.1}", f.throughput_mbps));
+            }
+        }
+    }
+    let named: Vec<String> = named.into_iter().collect();
+    let cells = vec![
+        format!("`{name}`"),
+        f.expected.to_string(),
+        named.join(", "),
+        format!("{eff_max:.2}"),
+        format!("{rtt_ms:.2} / {floor_ms:.2} / {:.2}", f.probe_ms),
+        format!("{} / {}", f.truth_xids.len() - missing, f.truth_xids.len()),
+        format!("{complete}"),
+        thr.map_or("-".into(), |t| format!("{t:.1} / {:.1}", f.throughput_mbps)),
+    ];
+    Row { cells, failures: fail }
+}
+
+const BEGIN: &str = "<!-- lab-verdicts:begin (written by tests/verdicts.rs) -->";
+const END: &str = "<!-- lab-verdicts:end -->";
+
+#[test]
+fn lab_verdicts_follow_the_captures_facts() {
+    let lab = common::lab_dir();
+    let mut names: Vec<String> = std::fs::read_dir(&lab)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 28, "fixtures/lab holds 28 captures");
+    let open: BTreeMap<&str, &str> = OPEN.iter().copied().collect();
+    let mut table = vec![
+        "| capture | expected | named | efficiency (max) | RTT model / floor / probe ms | truth RPCs found | complete | throughput MB/s (lnetcap / lab) | status |".to_string(),
+        "|---|---|---|---|---|---|---|---|---|".to_string(),
+    ];
+    let mut errors = Vec::new();
+    for name in &names {
+        let dir = lab.join(name);
+        let f = facts(&dir);
+        let (report, rpcs) = analyze(&dir.join("trace.pcap.zst"), name);
+        let row = check(name, &f, &report, &rpcs);
+        let status = match (open.get(name.as_str()), row.failures.is_empty()) {
+            (None, true) => "pass".to_string(),
+            (None, false) => {
+                errors.push(format!("{name}: {}", row.failures.join("; ")));
+                "FAIL".to_string()
+            }
+            (Some(why), false) => format!("open: {why} ({})", row.failures.join("; ")),
+            (Some(_), true) => {
+                errors.push(format!("{name} passes every check now: take it out of OPEN"));
+                "pass".to_string()
+            }
+        };
+        table.push(format!("| {} | {status} |", row.cells.join(" | ")));
+    }
+    let table = table.join("\n");
+    let readme_path = common::root().join("README.md");
+    let readme = std::fs::read_to_string(&readme_path).unwrap();
+    let (head, rest) = readme.split_once(BEGIN).expect("README.md has the lab-verdicts markers");
+    let (_, tail) = rest.split_once(END).expect("README.md has the lab-verdicts end marker");
+    let want = format!("{head}{BEGIN}\n{table}\n{END}{tail}");
+    if std::env::var("LNETCAP_UPDATE_README").is_ok_and(|v| v == "1") {
+        std::fs::write(&readme_path, &want).unwrap();
+    } else {
+        assert!(readme == want, "README.md's lab table is out of date: LNETCAP_UPDATE_README=1 cargo test --release --test verdicts\n{table}");
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
