@@ -205,6 +205,10 @@ fn check(name: &str, f: &Facts, report: &Value, rpcs: &[Value]) -> Row {
             fail.push(format!("{who}: RPCs in flight reach {rif}, concurrency {}", f.concurrency));
         }
         if f.expected == "lnet_credits" {
+            // One above peer_credits is accepted: the sender's time is rebuilt from the capture
+            // point to within the step tolerance, and with conns_per_peer 2 a REPLY ending on
+            // one BULK_OUT connection can overlap the next starting on the other (cpp2 shows 9
+            // for 8; listed in the closing note as a known inaccuracy).
             let k = p["messages_in_flight"]["inferred_peer_credits"].as_u64();
             if k != Some(f.peer_credits) && k != Some(f.peer_credits + 1) {
                 fail.push(format!("{who}: credits inferred {k:?}, peer_credits {}", f.peer_credits));
