@@ -121,6 +121,76 @@ fn round_trips(peer: &PeerReport, rtt: &RttReport, reads: bool) -> f64 {
     }
 }
 
+/// Messages holding their credits are on the wire: k of them put about k × their size in
+/// flight. Far less in flight (`flight`, bytes) means the messages queued behind a slower
+/// path, whose pace (not a credit limit) kept the count at its ceiling: the inferred credit
+/// limit is withdrawn and the evidence says why.
+fn unless_in_flight(m: &mut lnetcap_rpc::report::MessagesInFlight, flight: f64, bulk_msg: f64) {
+    let Some(k) = m.inferred_peer_credits else { return };
+    if flight < 0.5 * k as f64 * bulk_msg {
+        m.inferred_peer_credits = None;
+        m.evidence = format!(
+            "not binding: {} ({:.1} MB in flight at most, under half of {k} × {:.2} MiB: the messages queued behind the path)",
+            m.evidence,
+            flight / 1e6,
+            bulk_msg / 1_048_576.0
+        );
+    }
+}
+
+/// The per-interval series the interval models read.
+struct IntervalInputs<'a> {
+    interval_ns: i64,
+    /// Loss recovery seen on the pair (congestion control acting throughout).
+    loss: bool,
+    /// The peer's RTT floor, µs.
+    rtt_us: f64,
+    cwnd: &'a std::collections::BTreeMap<i64, u64>,
+    /// Queue on the path per interval, µs.
+    queue: &'a std::collections::BTreeMap<i64, f64>,
+    rtt: &'a std::collections::BTreeMap<i64, lnetcap_rpc::tcp::IntervalRtt>,
+}
+
+/// The model per time-series interval with bulk traffic: the peer's inputs with the
+/// interval's throughput, RPCs in flight, window estimate and queue.
+fn interval_models(peer: &PeerReport, inp: &ModelInput, s: &IntervalInputs<'_>) -> Vec<IntervalModel> {
+    peer.timeseries
+        .iter()
+        .filter(|r| r.read_bytes_per_s + r.write_bytes_per_s > 0.0 && r.rpcs_in_flight_mean > 0.0)
+        .map(|r| {
+            let cw = s.cwnd.get(&r.t_ns).copied();
+            // The window opening (slow start, or growth after a cut) by more than a tenth
+            // into or out of this interval.
+            let opening =
+                |a: Option<u64>, b: Option<u64>| matches!((a, b), (Some(a), Some(b)) if b as f64 > 1.1 * a as f64);
+            let acting = s.loss
+                || opening(s.cwnd.get(&(r.t_ns - s.interval_ns)).copied(), cw)
+                || opening(cw, s.cwnd.get(&(r.t_ns + s.interval_ns)).copied());
+            let rtt = s.rtt.get(&r.t_ns).copied();
+            let model_rtt_us = s.rtt_us + s.queue.get(&r.t_ns).copied().unwrap_or(0.0);
+            let i = ModelInput {
+                observed: r.read_bytes_per_s + r.write_bytes_per_s,
+                rtt_s: model_rtt_us / 1e6,
+                rif: r.rpcs_in_flight_mean,
+                cwnd_bytes: cw.map(|c| c as f64),
+                cwnd_acting: acting,
+                ..inp.clone()
+            };
+            let o = evaluate(&i);
+            IntervalModel {
+                t_ns: r.t_ns,
+                rtt_us: rtt,
+                model_rtt_us,
+                observed_bytes_per_s: i.observed,
+                t_rpc_bytes_per_s: o.t_rpc_bytes_per_s,
+                t_model_bytes_per_s: o.t_model_bytes_per_s,
+                binding_limit: o.binding_limit.as_str(),
+                cwnd_estimate: cw,
+            }
+        })
+        .collect()
+}
+
 /// TCP behaviour and the throughput model for one peer pair.
 pub fn peer_entry(
     pipe: &Pipeline,
@@ -159,22 +229,7 @@ pub fn peer_entry(
         rates.windows(span.min(rates.len()).max(1)).map(|w| w.iter().sum::<f64>() / w.len() as f64).fold(0.0, f64::max);
     let peers_of_server = all.iter().filter(|p| p.server_nid == peer.server_nid).count() as u64;
     let bulk_msg = bs.min(1_048_576.0);
-    // Messages holding their credits are on the wire: k of them put about k × their size in
-    // flight. Far less in flight means the messages queued behind a slower path, whose
-    // pace (not a credit limit) kept the count at its ceiling.
-    if let Some(k) = peer.messages_in_flight.inferred_peer_credits {
-        let flight = tcp.cwnd_estimate_max as f64;
-        if flight < 0.5 * k as f64 * bulk_msg {
-            let m = &mut peer.messages_in_flight;
-            m.inferred_peer_credits = None;
-            m.evidence = format!(
-                "not binding: {} ({:.1} MB in flight at most, under half of {k} × {:.2} MiB: the messages queued behind the path)",
-                m.evidence,
-                flight / 1e6,
-                bulk_msg / 1_048_576.0
-            );
-        }
-    }
+    unless_in_flight(&mut peer.messages_in_flight, tcp.cwnd_estimate_max as f64, bulk_msg);
     // Loss recovery (retransmissions that were not spurious) is congestion control acting.
     let loss = tcp.retransmits > tcp.retransmits_spurious;
     let steady_state =
@@ -198,7 +253,7 @@ pub fn peer_entry(
         rtt_us,
         peer.steady_window_ns,
     );
-    let inp = ModelInput {
+    let mut inp = ModelInput {
         observed: peer.throughput_bytes_per_s,
         rtt_s: rtt_us / 1e6,
         bs_bytes: bs,
@@ -212,7 +267,6 @@ pub fn peer_entry(
         link: link_rate.map(|l| (l, true)),
     };
     // Without a link rate, a path seen full stands for the link at its best rate.
-    let mut inp = inp;
     let link_source = if link_rate.is_some() {
         "--link-rate"
     } else if steady_state
@@ -227,58 +281,32 @@ pub fn peer_entry(
     };
     let out = evaluate(&inp);
     tcp.efficiency_loss = out.tcp_efficiency_loss;
-    let rtt_iv = lnetcap_rpc::tcp::rtt_by_interval(&conns);
-
-    let intervals = peer
-        .timeseries
-        .iter()
-        .filter(|r| r.read_bytes_per_s + r.write_bytes_per_s > 0.0 && r.rpcs_in_flight_mean > 0.0)
-        .map(|r| {
-            let cw = cwnd_iv.get(&r.t_ns).copied();
-            // The window opening (slow start, or growth after a cut) by more than a tenth
-            // into or out of this interval.
-            let opening =
-                |a: Option<u64>, b: Option<u64>| matches!((a, b), (Some(a), Some(b)) if b as f64 > 1.1 * a as f64);
-            let acting = loss
-                || opening(cwnd_iv.get(&(r.t_ns - interval_ns)).copied(), cw)
-                || opening(cw, cwnd_iv.get(&(r.t_ns + interval_ns)).copied());
-            let rtt = rtt_iv.get(&r.t_ns).copied();
-            let model_rtt_us = rtt_us + queue_iv.get(&r.t_ns).copied().unwrap_or(0.0);
-            let i = ModelInput {
-                observed: r.read_bytes_per_s + r.write_bytes_per_s,
-                rtt_s: model_rtt_us / 1e6,
-                rif: r.rpcs_in_flight_mean,
-                cwnd_bytes: cw.map(|c| c as f64),
-                cwnd_acting: acting,
-                ..inp.clone()
-            };
-            let o = evaluate(&i);
-            IntervalModel {
-                t_ns: r.t_ns,
-                rtt_us: rtt,
-                model_rtt_us,
-                observed_bytes_per_s: i.observed,
-                t_rpc_bytes_per_s: o.t_rpc_bytes_per_s,
-                t_model_bytes_per_s: o.t_model_bytes_per_s,
-                binding_limit: o.binding_limit.as_str(),
-                cwnd_estimate: cw,
-            }
-        })
-        .collect();
+    let series = IntervalInputs {
+        interval_ns,
+        loss,
+        rtt_us,
+        cwnd: &cwnd_iv,
+        queue: &queue_iv,
+        rtt: &lnetcap_rpc::tcp::rtt_by_interval(&conns),
+    };
+    let intervals = interval_models(&peer, &inp, &series);
     let selftest = peer.rpcs_by_opcode.keys().any(|k| k.starts_with("BRW"));
-    let advice = advise(
-        &inp,
-        &out,
-        selftest,
-        !reads,
-        // Messages each RPC puts in flight at once: its bulk MDs (4 for a 4 MiB RPC).
-        f64::from(peer.rpcs_in_flight.max as u32) * (bs / bulk_msg.max(1.0)).round().max(1.0),
-        peers_of_server,
-        tcp.retransmitted_share,
-    );
     // A pair without bulk data (metadata, pings) has no throughput to explain.
     let no_bulk = peer.bytes_read + peer.bytes_written == 0;
-    let advice = if no_bulk { Vec::new() } else { advice };
+    let advice = if no_bulk {
+        Vec::new()
+    } else {
+        advise(
+            &inp,
+            &out,
+            selftest,
+            !reads,
+            // Messages each RPC puts in flight at once: its bulk MDs (4 for a 4 MiB RPC).
+            f64::from(peer.rpcs_in_flight.max as u32) * (bs / bulk_msg.max(1.0)).round().max(1.0),
+            peers_of_server,
+            tcp.retransmitted_share,
+        )
+    };
     PeerEntry {
         file: file.to_string(),
         rtt_us: rtt,

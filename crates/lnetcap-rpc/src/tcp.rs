@@ -289,25 +289,15 @@ pub fn queue_by_interval(conns: &[ConnPerfRef<'_>]) -> std::collections::BTreeMa
     let (client_all, server_all) = loops_by_side(conns);
     let floors = [client_all.quantile(FLOOR_QUANTILE), server_all.quantile(FLOOR_QUANTILE)];
     let [Some(fc), Some(fs)] = floors else { return Default::default() };
-    let far = [fc >= 0.1 * (fc + fs), fs >= 0.1 * (fc + fs)];
-    let mut mins: std::collections::BTreeMap<i64, [Option<i64>; 2]> = std::collections::BTreeMap::new();
-    for c in conns {
-        for (d, dir) in c.dirs.iter().enumerate() {
-            // Data of direction 0 is acknowledged by the passive side.
-            let side = usize::from((d == 0) == c.active_is_client);
-            for (&t, b) in dir.loop_series.iter().filter(|(_, b)| b.n > 0 && far[side]) {
-                let m = &mut mins.entry(t).or_default()[side];
-                *m = Some(m.map_or(b.min, |x| x.min(b.min)));
-            }
+    let floor = [fc, fs];
+    let mins = interval_mins_by_side(conns);
+    let mut out = std::collections::BTreeMap::new();
+    for side in (0..2).filter(|&k| floor[k] >= 0.1 * (fc + fs)) {
+        for (&t, &m) in &mins[side] {
+            *out.entry(t).or_insert(0.0) += (m as f64 - floor[side]).max(0.0) / 1000.0;
         }
     }
-    let floor = [fc, fs];
-    mins.into_iter()
-        .map(|(t, m)| {
-            let q: f64 = (0..2).filter_map(|k| m[k].map(|x| (x as f64 - floor[k]).max(0.0))).sum();
-            (t, q / 1000.0)
-        })
-        .collect()
+    out
 }
 
 /// Per series interval, the rise of the mean loop measured on the bulk data above the
