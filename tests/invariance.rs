@@ -31,6 +31,7 @@ fn lnet(v: &mut Vec<u8>, src: &str, dst: &str, t: u32, d: LnetDetail, payload: &
         msg_type: t,
         payload_length: payload.len() as u32,
         detail: Some(d),
+        cut: None,
     }
     .emit(NID4, v);
     v.extend_from_slice(payload);

@@ -14,8 +14,8 @@ use crate::names::is_bulk_portal;
 use crate::nid::Nid;
 use crate::wire::consts::*;
 use crate::wire::{
-    hello_size, le32_at, Connreq, Hello, KsockHdr, LnetDetail, LnetHdr, PingInfo, PtlrpcInfo, SrpcInfo, Wmd, NID16,
-    NID4,
+    hello_size, le32_at, union_used, Connreq, CutUnion, Hello, KsockHdr, LnetDetail, LnetHdr, PingInfo, PtlrpcInfo,
+    SrpcInfo, Wmd, NID16, NID4,
 };
 
 /// What the framer expects next.
@@ -535,7 +535,7 @@ impl Framer {
                     self.infer_run(p, Some(&msg), out);
                 }
             }
-            if msg.header_complete && msg.proto.is_some() {
+            if msg.proto.is_some() && (msg.header_complete || sized_lnet(&msg)) {
                 self.last_msg = Some(msg.clone());
             }
             out.push(LnetEvent::Message(msg));
@@ -554,11 +554,13 @@ impl Framer {
     /// cookies, selftest ids) stay unknown.
     fn infer_run(&mut self, p: PendingInfer, next: Option<&Message>, out: &mut Vec<LnetEvent>) {
         let prev = &p.prev;
-        let tail = next.is_none();
+        // Fields step between the neighbours only when both headers were seen whole.
+        let tail = next.is_none() || !prev.header_complete || !next.is_some_and(|n| n.header_complete);
         let next = next.unwrap_or(prev);
         let len = prev.wire_len;
         let run = p.to - p.from;
-        if len == 0 || next.wire_len != len || run % len != 0 || !next.header_complete || prev.kind() != next.kind() {
+        let framed = next.header_complete || sized_lnet(next);
+        if len == 0 || next.wire_len != len || run % len != 0 || !framed || prev.kind() != next.kind() {
             return;
         }
         let k = run / len;
@@ -644,7 +646,12 @@ impl Framer {
                 first: stamp_at(offset),
                 last: stamp_at(offset + len - 1),
                 proto: prev.proto,
-                body: Body::Lnet { ksock, hdr: LnetHdr { detail, ..*ph }, app },
+                // What a cut header showed of the union belongs to that message alone.
+                body: Body::Lnet {
+                    ksock,
+                    hdr: LnetHdr { detail, cut: ph.cut.map(|_| CutUnion::default()), ..*ph },
+                    app,
+                },
                 header_complete: false,
                 payload_captured: 0,
                 inferred: true,
@@ -677,6 +684,12 @@ impl Framer {
             self.known_nids.push(n);
         }
     }
+}
+
+/// An LNet message whose header was cut by the snaplen but showed its length: framing
+/// went on past it.
+fn sized_lnet(m: &Message) -> bool {
+    matches!(&m.body, Body::Lnet { hdr, .. } if hdr.detail.is_some() || hdr.cut.is_some())
 }
 
 /// Longest run of messages inferred at once.
@@ -731,10 +744,13 @@ fn plausible_pid(p: u32) -> bool {
     p == PID_LUSTRE || p & PID_USERFLAG != 0 || p < 65_536
 }
 
-/// Checks an LNet header at the start of `b` (which holds at least `layout.len` bytes).
+/// Checks an LNet header at the start of `b`. `b` holds the whole header, or ends inside it
+/// (the captured bytes of the segment stop there, as at a short snaplen): then the header
+/// must show at least its payload length, both NIDs must be ones this connection already
+/// named, and the union is checked as far as it was captured.
 fn plausible_lnet(b: &[u8], proto: Proto, known: &[Nid]) -> Option<u64> {
     let layout = if proto == Proto::V4 { NID16 } else { NID4 };
-    if b.len() < layout.len {
+    if b.len() < layout.len && (b.len() < layout.plen_off + 4 || known.is_empty()) {
         return None;
     }
     let h = LnetHdr::parse(b, layout).ok()?;
@@ -750,30 +766,18 @@ fn plausible_lnet(b: &[u8], proto: Proto, known: &[Nid]) -> Option<u64> {
     if !plausible_pid(h.src_pid) || !plausible_pid(h.dest_pid) {
         return None;
     }
-    let u = &b[layout.union_off..layout.len];
-    let used = match h.detail? {
-        LnetDetail::Put { ptl_index, .. } => {
-            if ptl_index > 255 {
-                return None;
-            }
-            40
+    let u = &b[layout.union_off.min(b.len())..layout.len.min(b.len())];
+    let used = match h.detail {
+        Some(LnetDetail::Put { ptl_index, .. }) if ptl_index > 255 => return None,
+        Some(LnetDetail::Get { ptl_index, sink_length, .. }) if ptl_index > 255 || sink_length > LNET_MTU => {
+            return None
         }
-        LnetDetail::Get { ptl_index, sink_length, .. } => {
-            if ptl_index > 255 || sink_length > LNET_MTU {
-                return None;
-            }
-            36
-        }
-        LnetDetail::Ack { mlength, .. } => {
-            if mlength > LNET_MTU {
-                return None;
-            }
-            28
-        }
-        LnetDetail::Reply { .. } => 16,
+        Some(LnetDetail::Ack { mlength, .. }) if mlength > LNET_MTU => return None,
+        Some(LnetDetail::Put { .. } | LnetDetail::Get { .. } | LnetDetail::Ack { .. } | LnetDetail::Reply { .. })
+        | None => union_used(h.msg_type),
         _ => return None,
     };
-    if u[used..].iter().any(|&x| x != 0) {
+    if u.get(used..).is_some_and(|pad| pad.iter().any(|&x| x != 0)) {
         return None;
     }
     Some(layout.len as u64 + u64::from(h.payload_length))

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::message::{App, Body, Message};
 use crate::names::{opc_name, portal_name};
+use crate::wire::consts::{LNET_GET, LNET_PUT};
 use crate::wire::{conn_type, srpc, LnetDetail, Wmd};
 
 /// Schema version of [`MessageRecord`]; bumped on any incompatible change.
@@ -103,6 +104,9 @@ pub struct MessageRecord {
     /// Match bits (PUT, GET, ACK).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub match_bits: Option<String>,
+    /// Low 32 bits of the match bits of a header the snaplen cut before their high half.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub match_bits_low32: Option<String>,
     /// PUT hdr_data.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hdr_data: Option<String>,
@@ -246,7 +250,18 @@ impl MessageRecord {
                         r.match_bits = Some(hex(match_bits));
                         r.mlength = Some(mlength);
                     }
-                    Some(LnetDetail::Hello { .. }) | Some(LnetDetail::Unknown) | None => {}
+                    Some(LnetDetail::Hello { .. }) | Some(LnetDetail::Unknown) => {}
+                    None => {
+                        // A header cut by the snaplen: the handle and half the match bits.
+                        let cut = hdr.cut.unwrap_or_default();
+                        r.match_bits_low32 = cut.match_bits_lo.map(|x| hex(u64::from(x)));
+                        let w = cut.wmd.filter(|w| !w.is_none()).and_then(|w| wmd(&w));
+                        match hdr.msg_type {
+                            LNET_PUT => r.ack_wmd = w,
+                            LNET_GET => r.return_wmd = w,
+                            _ => r.dst_wmd = w,
+                        }
+                    }
                 }
                 r.portal_name = r.portal.and_then(portal_name);
                 match app {
@@ -307,6 +322,9 @@ impl MessageRecord {
         }
         if let Some(v) = &self.match_bits {
             kv("mb", v);
+        }
+        if let Some(v) = &self.match_bits_low32 {
+            kv("mb_low32", v);
         }
         if let Some(v) = self.payload_length {
             kv("len", &v);

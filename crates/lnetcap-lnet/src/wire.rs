@@ -578,8 +578,38 @@ pub struct LnetHdr {
     pub msg_type: u32,
     /// Payload bytes that follow.
     pub payload_length: u32,
-    /// The per-type union, when its bytes were captured.
+    /// The per-type union, when the bytes its type uses were captured (the padding after
+    /// them may be missing).
     pub detail: Option<LnetDetail>,
+    /// What a header cut short by the snaplen still shows of the union when `detail` is
+    /// `None`: its first handle and the low half of the match bits.
+    pub cut: Option<CutUnion>,
+}
+
+/// The visible start of an LNet header union cut short by the snaplen (§3.1 pitfall 7):
+/// at snaplen 128 with TCP timestamps, 76 payload bytes hold the ksock header, both NIDs,
+/// pids, type, payload length, the first handle and the low 32 bits of the match bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CutUnion {
+    /// PUT ack_wmd, GET return_wmd, ACK dst_wmd (REPLY's dst_wmd is all of its union and
+    /// makes `detail` whole instead).
+    pub wmd: Option<Wmd>,
+    /// Low 32 bits of the match bits (PUT, GET, ACK); the high half was not captured.
+    pub match_bits_lo: Option<u32>,
+    /// Union bytes captured.
+    pub seen: u8,
+}
+
+/// Union bytes each message type uses (the rest is zero padding).
+pub fn union_used(msg_type: u32) -> usize {
+    match msg_type {
+        LNET_ACK => 28,
+        LNET_PUT => 40,
+        LNET_GET => 36,
+        LNET_REPLY => 16,
+        LNET_HELLO => 12,
+        _ => usize::MAX,
+    }
 }
 
 /// Offsets inside an LNet header, by layout.
@@ -602,8 +632,8 @@ pub const NID16: HdrLayout = HdrLayout { len: 96, type_off: 48, plen_off: 52, un
 
 impl LnetHdr {
     /// Parses an LNet header. With fewer bytes than the full header but at least up to
-    /// `payload_length`, returns the common fields with `detail: None` (the union was not
-    /// captured).
+    /// `payload_length`, returns the common fields, with `detail` when the union bytes the
+    /// type uses were captured and otherwise `detail: None` and what [`CutUnion`] shows.
     pub fn parse(b: &[u8], layout: HdrLayout) -> Result<Self, WireError> {
         need("lnet_hdr", b, layout.plen_off + 4)?;
         let r = Rd::le(b);
@@ -614,7 +644,19 @@ impl LnetHdr {
         };
         let msg_type = r.u32(layout.type_off);
         let payload_length = r.u32(layout.plen_off);
-        let detail = (b.len() >= layout.len).then(|| {
+        let u = layout.union_off;
+        let used = union_used(msg_type);
+        let whole = b.len() >= layout.len || (used != usize::MAX && b.len() >= u + used);
+        let cut = (!whole && b.len() > u).then(|| {
+            let seen = b.len() - u;
+            let has_mb = matches!(msg_type, LNET_PUT | LNET_GET | LNET_ACK);
+            CutUnion {
+                wmd: (seen >= 16 && has_mb).then(|| Wmd { interface: r.u64(u), object: r.u64(u + 8) }),
+                match_bits_lo: (seen >= 20 && has_mb).then(|| r.u32(u + 16)),
+                seen: seen.min(255) as u8,
+            }
+        });
+        let detail = whole.then(|| {
             let u = layout.union_off;
             let wmd = |o: usize| Wmd { interface: r.u64(u + o), object: r.u64(u + o + 8) };
             match msg_type {
@@ -646,6 +688,7 @@ impl LnetHdr {
             msg_type,
             payload_length,
             detail,
+            cut,
         })
     }
 

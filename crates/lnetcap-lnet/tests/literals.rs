@@ -188,3 +188,85 @@ fn test_truncation_is_an_exact_error() {
         );
     }
 }
+
+/// The first 76 payload bytes of a selftest BRW request PUT at snaplen 128 (raw IP link,
+/// 20-byte IP and 32-byte TCP headers with timestamps), as tcpdump -X shows them in
+/// fixtures/lab/lst_write_rtt10_c8_pc8_snap128 (frame of 00:19:41.573336, stream offset 73).
+const CUT_PUT: &str = "c1 00 00 00  00 00 00 00  00 00 00 00 00 00 00 00  00 00 00 00 00 00 00 00
+    01 02 63 0a 00 00 02 00  01 01 63 0a 00 00 02 00  39 30 00 00  39 30 00 00  01 00 00 00  a0 00 00 00
+    ff ff ff ff ff ff ff ff  ff ff ff ff ff ff ff ff  0b 00 00 00";
+
+#[test]
+fn test_lnet_header_cut_at_snaplen_128() {
+    let b = hex(CUT_PUT);
+    assert_eq!(b.len(), 76);
+    let k = KsockHdr::parse(&b, false).unwrap();
+    assert_eq!(k.msg_type, KSOCK_LNET); // c1 00 00 00
+    assert_eq!((k.csum, k.zc_req_cookie, k.zc_ack_cookie), (0, 0, 0));
+    let h = LnetHdr::parse(&b[24..], NID4).unwrap();
+    assert_eq!(h.dest_nid, nid("10.99.2.1@tcp")); // 01 02 63 0a, net 0, lnd 2 (tcp)
+    assert_eq!(h.src_nid, nid("10.99.1.1@tcp"));
+    assert_eq!((h.dest_pid, h.src_pid), (12345, 12345)); // 0x3039: LNET_PID_LUSTRE
+    assert_eq!(h.msg_type, LNET_PUT);
+    assert_eq!(h.payload_length, 160); // a0: srpc_msg of a BRW request
+                                       // PUT uses 40 union bytes; 20 were captured: no detail, but the handle and half the
+                                       // match bits (11 = SRPC_SERVICE_BRW, the request portal's match bits).
+    assert_eq!(h.detail, None);
+    let cut = h.cut.unwrap();
+    assert_eq!(cut.seen, 20);
+    assert_eq!(cut.wmd, Some(Wmd { interface: u64::MAX, object: u64::MAX })); // no ACK wanted
+    assert_eq!(cut.match_bits_lo, Some(11));
+    // A REPLY's union is its 16-byte handle: 76 bytes hold it whole.
+    let mut r = b.clone();
+    r[48..52].copy_from_slice(&LNET_REPLY.to_le_bytes());
+    let h = LnetHdr::parse(&r[24..], NID4).unwrap();
+    assert_eq!(h.detail, Some(LnetDetail::Reply { dst_wmd: Wmd { interface: u64::MAX, object: u64::MAX } }));
+    assert_eq!(h.cut, None);
+    // One byte short of the payload length: not an LNet header at all.
+    assert!(LnetHdr::parse(&b[24..55], NID4).is_err());
+}
+
+/// At snaplen 128 a header that starts mid-segment is past the captured bytes: framing is
+/// lost there and found again at the next segment that starts with a header, even though
+/// only 76 bytes of that header were captured (its NIDs must be ones the connection named).
+#[test]
+fn test_framer_resyncs_on_a_cut_header() {
+    use lnetcap_lnet::framer::Framer;
+    use lnetcap_lnet::message::{Body, LnetEvent};
+    use lnetcap_tcp::{ConnId, Dir, Stamp};
+    let b = hex(CUT_PUT);
+    let whole = 24 + 72 + 160u64;
+    let st = |frame| Stamp { frame, ts_ns: frame as i64 * 1000 };
+    let mut f = Framer::new(ConnId(0), Dir::FromActive, false);
+    let mut out = Vec::new();
+    // Without known NIDs a cut header is too little evidence.
+    f.on_data(0, &b, st(1), &mut out);
+    assert_eq!(f.stats.resyncs, 0);
+    f.on_gap(76, whole - 76, st(1), &mut out);
+    f.known_nids = vec![nid("10.99.2.1@tcp"), nid("10.99.1.1@tcp")];
+    // Now: message 1 at `whole`, cut; message 2 lost inside a gap; message 3 at a segment start.
+    f.on_data(whole, &b, st(2), &mut out);
+    assert_eq!(f.stats.resyncs, 1);
+    f.on_gap(whole + 76, 2 * whole - 76, st(2), &mut out);
+    f.on_data(3 * whole, &b, st(3), &mut out);
+    f.on_gap(3 * whole + 76, whole - 76, st(3), &mut out);
+    assert_eq!(f.stats.desyncs, 1); // message 2: its header in the gap (a mid-stream start is no desync)
+    assert_eq!(f.stats.resyncs, 2);
+    let msgs: Vec<_> = out
+        .iter()
+        .filter_map(|e| match e {
+            LnetEvent::Message(m) => Some(m),
+            _ => None,
+        })
+        .collect();
+    // Messages 1 and 3 decoded from their cut headers, message 2 inferred between them.
+    assert_eq!(
+        msgs.iter().map(|m| (m.offset, m.inferred)).collect::<Vec<_>>(),
+        vec![(whole, false), (2 * whole, true), (3 * whole, false)]
+    );
+    for m in &msgs {
+        let Body::Lnet { hdr, .. } = &m.body else { panic!("not LNet") };
+        assert_eq!((hdr.msg_type, hdr.payload_length, hdr.detail), (LNET_PUT, 160, None));
+        assert_eq!(hdr.cut.unwrap().match_bits_lo, if m.inferred { None } else { Some(11) });
+    }
+}

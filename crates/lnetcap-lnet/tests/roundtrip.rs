@@ -50,16 +50,37 @@ proptest! {
         let (t, detail, pl) = d;
         let layout = if v4 { NID16 } else { NID4 };
         let (src, dst) = if v4 { (src, dst) } else { (Nid { size: 0, addr: { let mut a = [0; 16]; a[..4].copy_from_slice(&src.addr[..4]); a }, ..src }, Nid { size: 0, addr: { let mut a = [0; 16]; a[..4].copy_from_slice(&dst.addr[..4]); a }, ..dst }) };
-        let h = LnetHdr { dest_nid: dst, src_nid: src, dest_pid: pids.0, src_pid: pids.1, msg_type: t, payload_length: pl, detail: Some(detail) };
+        let h = LnetHdr { dest_nid: dst, src_nid: src, dest_pid: pids.0, src_pid: pids.1, msg_type: t, payload_length: pl, detail: Some(detail), cut: None };
         let mut b = Vec::new();
         h.emit(layout, &mut b);
         prop_assert_eq!(b.len(), layout.len);
         prop_assert_eq!(LnetHdr::parse(&b, layout).unwrap(), h);
-        // A header cut after payload_length still gives the common fields, without the union.
+        // A header cut after payload_length still gives the common fields; the union whole
+        // once the bytes its type uses are in (the rest is padding), else what the cut shows:
+        // the first handle from 16 union bytes, the match bits' low half from 20.
+        let used = lnetcap_lnet::wire::union_used(t);
         for n in layout.plen_off + 4..layout.len {
             let p = LnetHdr::parse(&b[..n], layout).unwrap();
-            prop_assert_eq!(p.detail, None);
+            let seen = n - layout.union_off.min(n);
             prop_assert_eq!(p.payload_length, pl);
+            prop_assert_eq!((p.dest_nid, p.src_nid, p.msg_type), (dst, src, t));
+            if seen >= used {
+                prop_assert_eq!(p.detail, Some(detail));
+                prop_assert_eq!(p.cut, None);
+                continue;
+            }
+            prop_assert_eq!(p.detail, None);
+            let (w, mb) = match detail {
+                LnetDetail::Put { ack_wmd, match_bits, .. } => (Some(ack_wmd), Some(match_bits)),
+                LnetDetail::Get { return_wmd, match_bits, .. } => (Some(return_wmd), Some(match_bits)),
+                LnetDetail::Ack { dst_wmd, match_bits, .. } => (Some(dst_wmd), Some(match_bits)),
+                _ => (None, None),
+            };
+            let c = p.cut;
+            prop_assert_eq!(c.is_some(), seen > 0);
+            let c = c.unwrap_or_default();
+            prop_assert_eq!(c.wmd, w.filter(|_| seen >= 16));
+            prop_assert_eq!(c.match_bits_lo, mb.filter(|_| seen >= 20).map(|m| m as u32));
         }
         for n in 0..layout.plen_off + 4 {
             prop_assert_eq!(LnetHdr::parse(&b[..n], layout), Err(WireError::Truncated { structure: "lnet_hdr", needed: layout.plen_off + 4, got: n }));

@@ -36,3 +36,7 @@ pub const EMIT_DELAY_NS: i64 = 10 * 1_000_000_000;
 /// A count of messages in flight must be held this long in all to be its maximum (many
 /// messages in one segment share one timestamp and stack up for an instant).
 pub const SUSTAINED_NS: i64 = 100_000;
+
+/// RPCs built from snaplen-cut headers waiting for their bulk or reply, per peer pair
+/// (more than any concurrency a client runs; the oldest is dropped beyond it).
+pub const MAX_CUT_RPCS: usize = 4096;

@@ -19,6 +19,8 @@ use crate::report::{
 };
 use crate::stats::{Log2Hist, Quantiles, StepSeries};
 
+mod cut;
+
 /// Schema version of [`RpcRecord`].
 pub const RPC_SCHEMA_VERSION: u32 = 1;
 
@@ -243,6 +245,8 @@ pub struct Tracker {
     /// Messages that belong to no RPC, by reason.
     pub unmatched: BTreeMap<&'static str, u64>,
     capture_points: HashMap<u32, CapturePoint>,
+    /// RPCs built from headers cut by the snaplen, per pair, in request order.
+    cut: HashMap<(Nid, Nid), cut::CutPair>,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -291,6 +295,7 @@ impl Tracker {
             last_expiry_ns: i64::MIN,
             unmatched: BTreeMap::new(),
             capture_points: HashMap::new(),
+            cut: HashMap::new(),
         }
     }
 
@@ -593,15 +598,23 @@ impl Tracker {
         app: &App,
         out: &mut Vec<RpcRecord>,
     ) {
-        let Some(detail) = hdr.detail else {
-            self.unmatched("header_partial");
-            // A message of this pair that no RPC can claim: RPCs around it may be missing
-            // parts without knowing it.
-            self.note_uncertain(hdr.src_nid, hdr.dest_nid, m.first.ts_ns);
-            return;
-        };
         let zc_cookie = ksock.map_or(0, |k| k.zc_req_cookie);
         let owd = self.sender_owd(conn, m.dir);
+        let Some(detail) = hdr.detail else {
+            match hdr.cut {
+                Some(cut) => {
+                    let pk = self.on_cut(m, hdr, cut, owd, out);
+                    self.in_flight(m, conn, hdr, zc_cookie, pk);
+                }
+                None => {
+                    self.unmatched("header_partial");
+                    // A message of this pair that no RPC can claim: RPCs around it may be
+                    // missing parts without knowing it.
+                    self.note_uncertain(hdr.src_nid, hdr.dest_nid, m.first.ts_ns);
+                }
+            }
+            return;
+        };
         let peer_dir = match detail {
             LnetDetail::Put { match_bits, ptl_index, offset, ack_wmd, .. } => {
                 self.on_put(m, hdr, app, match_bits, ptl_index, offset, ack_wmd, owd, out)
@@ -613,8 +626,20 @@ impl Tracker {
             LnetDetail::Ack { dst_wmd, match_bits, mlength } => self.on_ack(m, hdr, dst_wmd, match_bits, mlength),
             _ => None,
         };
-        // Messages in flight: +1 at the first byte; −1 at the ZC-ACK (zero copy) or at the
-        // last byte (send complete when handed to the socket).
+        self.in_flight(m, conn, hdr, zc_cookie, peer_dir);
+    }
+
+    /// Messages in flight: +1 at the first byte; −1 at the ZC-ACK (zero copy) or at the
+    /// last byte (send complete when handed to the socket).
+    fn in_flight(
+        &mut self,
+        m: &Message,
+        conn: &Connection,
+        hdr: &LnetHdr,
+        zc_cookie: u64,
+        peer_dir: Option<(Nid, Nid)>,
+    ) {
+        let owd = self.sender_owd(conn, m.dir);
         let pk = match peer_dir {
             Some((c, s)) => Some(self.peer_key(c, s)),
             None => self.peer_of(hdr.src_nid, hdr.dest_nid),
@@ -973,7 +998,9 @@ impl Tracker {
                 .map(|(k, (_, seq, sink))| (*k, *seq, *sink))
                 .collect();
             between.sort_by_key(|x| x.1);
-            let fits = between.len() == pending.len() && between.iter().zip(&pending).all(|(g, p)| g.2 == p.2);
+            // A GET whose sink length was past the snaplen (0) fits any length.
+            let fits =
+                between.len() == pending.len() && between.iter().zip(&pending).all(|(g, p)| g.2 == 0 || g.2 == p.2);
             for (k, (first, last, len)) in pending.into_iter().enumerate() {
                 match fits.then(|| self.gets.remove(&between[k].0)).flatten() {
                     Some((i, _, _)) => self.bulk_data(i, first, last, len, u64::MAX, false),
@@ -1214,9 +1241,9 @@ impl Tracker {
         if let Some(w) = why {
             r.missing.push(w);
         }
-        // `request_body` and `bulk_unknown` say what could not be seen, not that a part of the
+        // `request_body`, `bulk_unknown` and `xid_high_bits` say what could not be seen, not that a part of the
         // RPC is known to be missing.
-        r.partial = r.missing.iter().any(|m| !matches!(*m, "request_body" | "bulk_unknown"));
+        r.partial = r.missing.iter().any(|m| !matches!(*m, "request_body" | "bulk_unknown" | "xid_high_bits"));
         r.latency_us = us(r.t_start_ns, r.t_end_ns);
         r.client_latency_us = r.latency_us.map(|l| l + 2.0 * o.client_owd_ns as f64 / 1000.0);
         let bulk_anchor = if r.t_bulk_end_ns.is_some() { r.t_bulk_end_ns } else { r.t_req_end_ns };

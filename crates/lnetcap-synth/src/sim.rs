@@ -967,6 +967,7 @@ impl Sim {
             msg_type,
             payload_length: payload.len() as u32,
             detail: Some(detail),
+            cut: None,
         };
         let m = self.msgs.len();
         self.msgs.push(Msg {
