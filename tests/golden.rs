@@ -29,6 +29,7 @@ fn captures() -> Vec<(String, String)> {
     for lab in ["lst_write_rtt20_c8_pc8", "ptlrpc_read_rtt20_c8_pc8", "lst_read_rtt50_c32_pc8"] {
         v.push((format!("lab-{lab}"), format!("fixtures/lab/{lab}/trace.pcap.zst")));
     }
+    v.push(("public-ndpi-lustre".into(), "fixtures/public/ndpi-lustre.pcapng".into()));
     v
 }
 

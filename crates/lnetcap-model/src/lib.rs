@@ -3,6 +3,8 @@
 //! window, server, link), the binding limit, efficiency, and advice with numbers. Units:
 //! bytes, seconds, bytes per second; MB = 10^6 bytes and MiB = 2^20 bytes where printed.
 
+pub mod rate;
+
 use serde::Serialize;
 
 /// T_rpc = RIF × BS / (2 × RTT) (seed 000, equation 1): on TCP a bulk RPC costs two round

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use lnetcap_lnet::pipeline::{DecodeSummary, Pipeline};
+use lnetcap_model::rate::{rate_model, RateInput};
 use lnetcap_model::{advise, evaluate, ModelInput};
 use lnetcap_rpc::tcp::{bulk_directions, rtt_report, tcp_report, ConnPerfRef, RttReport};
 use lnetcap_rpc::PeerReport;
@@ -12,6 +13,7 @@ use lnetcap_tcp::ConnId;
 
 use crate::model::{
     ConnectionEntry, DirectionEntry, DirectionInterval, DirectionTcp, Fits, IntervalModel, ModelReport, PeerEntry,
+    RateReport,
 };
 
 /// Fits across the captures' peers (seeds 002 and 003), with two points or more.
@@ -192,6 +194,31 @@ fn interval_models(peer: &PeerReport, inp: &ModelInput, s: &IntervalInputs<'_>) 
 }
 
 /// TCP behaviour and the throughput model for one peer pair.
+/// The RPC rate model of a pair without bulk data, in the client's time: the capture
+/// point's loop to the server is taken out of the server phase, and where the capture point
+/// is not known (no handshake) the rest of the path's round trip (its floor less that loop:
+/// the loop to the client as data→ACK samples show it carries delayed ACKs) is added to the
+/// latencies and the span, which were taken at the capture point.
+fn rate_report(peer: &PeerReport, rtt: &RttReport) -> RateReport {
+    let us = |x: Option<f64>| x.unwrap_or(0.0) / 1e6;
+    let to_client = match (peer.capture_point.is_some(), rtt.server_loop_us) {
+        (true, _) => 0.0,
+        (false, Some(_)) => (us(rtt.floor) - us(rtt.server_loop_us)).max(0.0),
+        (false, None) => us(rtt.client_loop_us),
+    };
+    let server = us(peer.phases.server_us);
+    let inputs = RateInput {
+        rpcs: peer.rpcs,
+        span_s: peer.active_window_ns.map_or(0.0, |[a, b]| (b - a) as f64 / 1e9 + to_client),
+        latency_s: peer.latency_us.mean.map_or(0.0, |l| l / 1e6 + to_client),
+        rtt_s: us(rtt.floor),
+        service_s: (server - us(rtt.server_loop_us)).max(0.0),
+        service_exact: rtt.server_loop_us.is_some(),
+        rif_max: peer.rpcs_in_flight.max,
+    };
+    RateReport { inputs, out: rate_model(&inputs) }
+}
+
 pub fn peer_entry(
     pipe: &Pipeline,
     peer: PeerReport,
@@ -307,7 +334,9 @@ pub fn peer_entry(
             tcp.retransmitted_share,
         )
     };
+    let rate = no_bulk.then(|| rate_report(&peer, &rtt));
     PeerEntry {
+        rate,
         file: file.to_string(),
         rtt_us: rtt,
         tcp,

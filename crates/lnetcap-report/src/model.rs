@@ -47,6 +47,19 @@ pub struct PeerEntry {
     pub advice: Vec<Advice>,
     /// The model per interval of the time series (intervals with bulk traffic).
     pub intervals: Vec<IntervalModel>,
+    /// Pairs without bulk data: the RPC rate against RIF / (RTT + service).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateReport>,
+}
+
+/// The RPC rate model of a pair without bulk data (lnetcap_model::rate).
+#[derive(Debug, Clone, Serialize)]
+pub struct RateReport {
+    /// Its inputs.
+    pub inputs: lnetcap_model::rate::RateInput,
+    /// Its verdict.
+    #[serde(flatten)]
+    pub out: lnetcap_model::rate::RateOutput,
 }
 
 impl PeerEntry {

@@ -5,27 +5,66 @@ use std::io::{Result, Write};
 use crate::fmt::{bytes, ms};
 use crate::model::{PeerEntry, Report};
 
+/// A pair without bulk data: its RPC rate against RIF / (RTT + service), the latency split
+/// and the latency per opcode.
+fn print_rate(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
+    writeln!(out, "  observed vs model: no bulk traffic, so the question is the RPC rate")?;
+    let Some(r) = &e.rate else { return Ok(()) };
+    let (i, o) = (&r.inputs, &r.out);
+    let us = |s: f64| ms(Some(s * 1e6));
+    if o.rpcs_per_s > 0.0 {
+        writeln!(
+            out,
+            "    rate         {} complete RPCs at {:.0} RPCs/s over {}; RPCs in flight {:.2} mean (rate × latency), max {}",
+            i.rpcs,
+            o.rpcs_per_s,
+            us(i.span_s),
+            o.rif_mean,
+            i.rif_max
+        )?;
+    }
+    if i.latency_s > 0.0 {
+        writeln!(
+            out,
+            "    latency      {} = round trip {} ({:.0} %) + server {}{} ({:.0} %) + other {} ({:.0} %)",
+            us(i.latency_s),
+            us(i.rtt_s),
+            o.rtt_share * 100.0,
+            if i.service_exact { "" } else { "≤ " },
+            us(i.service_s),
+            o.service_share * 100.0,
+            us((i.latency_s - i.rtt_s - i.service_s).max(0.0)),
+            o.other_share * 100.0
+        )?;
+    }
+    if o.model_rpcs_per_s > 0.0 {
+        writeln!(
+            out,
+            "    model        RIF / (RTT + service) = {:.2} / {} = {:.0} RPCs/s; observed {:.0} % of it",
+            o.rif_mean,
+            us(i.rtt_s + i.service_s),
+            o.model_rpcs_per_s,
+            o.efficiency * 100.0
+        )?;
+    }
+    writeln!(out, "    binding      {}: {}", o.binding, o.why)?;
+    let ops: Vec<String> = e
+        .peer
+        .latency_by_opcode
+        .iter()
+        .map(|(k, l)| format!("{k} {}: mean {}, server {}", l.rpcs, ms(l.mean_us), ms(l.server_mean_us)))
+        .collect();
+    if !ops.is_empty() {
+        writeln!(out, "    by opcode    {}", ops.join("; "))?;
+    }
+    Ok(())
+}
+
 fn print_model(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
     let m = &e.model;
     let r = &e.rtt_us;
     if e.binding_limit == crate::build::NO_BULK {
-        let p = &e.peer;
-        let span = match (p.timeseries.first(), p.timeseries.last()) {
-            (Some(a), Some(b)) if b.t_ns > a.t_ns => (b.t_ns - a.t_ns) as f64 / 1e9,
-            _ => 0.0,
-        };
-        let rate = if span > 0.0 {
-            format!("{:.1} RPCs/s over {span:.1} s", (p.rpcs + p.rpcs_partial) as f64 / span)
-        } else {
-            "-".into()
-        };
-        writeln!(
-            out,
-            "  observed vs model: no bulk traffic, so no throughput verdict ({rate}; RTT {}, latency p50 {})",
-            ms(r.floor),
-            ms(p.latency_us.p50)
-        )?;
-        return Ok(());
+        return print_rate(out, e);
     }
     writeln!(
         out,

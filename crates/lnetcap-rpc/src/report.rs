@@ -274,4 +274,24 @@ pub struct PeerReport {
     pub phases: PhaseReport,
     /// Per-interval series.
     pub timeseries: Vec<IntervalRow>,
+    /// The active period: the first request (in the client's time) to the last reply.
+    pub active_window_ns: Option<[i64; 2]>,
+    /// Latency of complete RPCs per opcode name (`rpcs_by_opcode`'s names; beyond
+    /// MAX_OPCODES names the rest count under `other`).
+    pub latency_by_opcode: BTreeMap<String, OpcodeLatency>,
+}
+
+/// Latency of one opcode's complete RPCs, µs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct OpcodeLatency {
+    /// Complete RPCs.
+    pub rpcs: u64,
+    /// Mean client latency.
+    pub mean_us: Option<f64>,
+    /// Median.
+    pub p50_us: Option<f64>,
+    /// 95th percentile.
+    pub p95_us: Option<f64>,
+    /// Mean time from the request's (or bulk's) last byte to the reply at the capture point.
+    pub server_mean_us: Option<f64>,
 }

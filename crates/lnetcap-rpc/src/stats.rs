@@ -111,6 +111,14 @@ impl StepSeries {
         self.heap.push(Reverse((end, -1)));
     }
 
+    /// Schedules an increase at `t`, late by the tolerance but by at most `max_lag`, and
+    /// returns the time it takes effect (a matching decrease must not come before it).
+    pub fn push_up(&mut self, t: i64, max_lag: i64) -> i64 {
+        let t = t + self.tolerance_ns.min(max_lag.max(0));
+        self.heap.push(Reverse((t, 1)));
+        t
+    }
+
     /// Schedules a step of `delta` at time `t` (increases `tolerance_ns` late).
     pub fn push(&mut self, t: i64, delta: i64) {
         let t = if delta > 0 { t + self.tolerance_ns } else { t };

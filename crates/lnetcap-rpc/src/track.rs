@@ -15,7 +15,7 @@ use crate::limits::{
 };
 use crate::report::{
     CapturePointReport, ConnReport, InFlightReport, IntervalRow, LatencyReport, MessagesDirection, MessagesInFlight,
-    PeerReport, PhaseReport, Phases, RpcRecord,
+    OpcodeLatency, PeerReport, PhaseReport, Phases, RpcRecord,
 };
 use crate::stats::{Log2Hist, Quantiles, StepSeries};
 
@@ -75,6 +75,8 @@ struct Open {
     awaiting_reply_ack: bool,
     last_ns: i64,
     counted_start: bool,
+    /// When its +1 in the RPCs-in-flight series takes effect.
+    rif_up_ns: i64,
     /// One-way delay from the capture point to the client (0 when unknown).
     client_owd_ns: i64,
     /// Bulk bytes announced (selftest brw_len, GET sink lengths).
@@ -123,6 +125,10 @@ struct PeerState {
     bulk_write: BTreeMap<i64, u64>,
     first_ns: Option<i64>,
     last_ns: Option<i64>,
+    /// Client latency and server phase per opcode name (at most MAX_OPCODES names).
+    opc_latency: BTreeMap<String, (Quantiles, Quantiles)>,
+    /// Shortest client latency of the pair's RPCs answered so far (i64::MAX before one).
+    min_latency_ns: i64,
     /// Times of messages of the pair that could not be given to an RPC.
     uncertain: std::collections::BTreeSet<i64>,
     /// Spans when framing was lost on one of the pair's connections: (start, end; i64::MAX
@@ -160,6 +166,8 @@ impl PeerState {
             bulk_read: BTreeMap::new(),
             bulk_write: BTreeMap::new(),
             first_ns: None,
+            opc_latency: BTreeMap::new(),
+            min_latency_ns: i64::MAX,
             last_ns: None,
             uncertain: std::collections::BTreeSet::new(),
             lost_spans: Vec::new(),
@@ -196,6 +204,9 @@ struct ReplyRun {
     /// (first byte, last byte, payload length).
     pending: Vec<(i64, i64, u32)>,
 }
+
+/// Opcode names a pair keeps latencies for (more than Lustre has opcodes).
+const MAX_OPCODES: usize = 256;
 
 /// Most inferred REPLYs waiting for the end of their run on one connection.
 const MAX_INFERRED_PENDING: usize = 4096;
@@ -505,6 +516,7 @@ impl Tracker {
             awaiting_reply_ack: false,
             last_ns: m.last.ts_ns,
             counted_start: false,
+            rif_up_ns: i64::MIN,
             client_owd_ns: 0,
             expected_bytes: 0,
             settled_at: None,
@@ -578,13 +590,20 @@ impl Tracker {
         let start = m.first.ts_ns - owd;
         let (pk, counted) = ((o.client, o.server), o.counted_start);
         // RPCs in flight are the client's window: an RPC the pair's server sends its client
-        // (a ping, a push) is one of the pair's RPCs but not in that window.
-        if !counted && self.peer_key(pk.0, pk.1) == pk {
+        // (a ping, a push) is one of the pair's RPCs but not in that window, and neither is
+        // an LNet ping (LNet's own, outside PtlRPC's max_rpcs_in_flight).
+        if !counted && kind != Kind::LnetPing && self.peer_key(pk.0, pk.1) == pk {
             self.slot(i).counted_start = true;
             let p = self.peer(pk.0, pk.1);
             p.rif.widen_tolerance(2 * owd / STEP_TOLERANCE_PER_LOOP);
-            p.rif.push(start, 1);
+            // The step tolerance keeps a slot freed and taken again from counting twice:
+            // before the pair's first reply no slot was freed, and after it the tolerance
+            // never outlasts a tenth of the shortest RPC (RPCs of a few hundred µs,
+            // metadata on a LAN, would otherwise leave flight before they entered it).
+            let lag = if p.min_latency_ns == i64::MAX { 0 } else { p.min_latency_ns / 10 };
+            let up = p.rif.push_up(start, lag);
             p.first_ns = Some(p.first_ns.map_or(start, |f| f.min(start)));
+            self.slot(i).rif_up_ns = up;
         }
         i
     }
@@ -1109,6 +1128,13 @@ impl Tracker {
 
     fn final_reply(&mut self, i: usize, m: &Message, status: Option<i32>, service: Option<u32>, wants_ack: bool) {
         let o = self.slot(i);
+        if let Some(start) = o.rec.t_start_ns.filter(|_| o.counted_start) {
+            let latency = m.last.ts_ns - start + 2 * o.client_owd_ns;
+            let pk = (o.client, o.server);
+            let p = self.peer(pk.0, pk.1);
+            p.min_latency_ns = p.min_latency_ns.min(latency.max(0));
+        }
+        let o = self.slot(i);
         o.rec.t_reply_ns = Some(m.first.ts_ns);
         o.rec.t_end_ns = Some(m.last.ts_ns);
         o.rec.status = status.or(o.rec.status);
@@ -1262,7 +1288,8 @@ impl Tracker {
             // The RPC leaves flight when the client has the reply (one one-way delay after
             // the capture point saw its last byte), or, if none was seen, at its last
             // activity.
-            p.rif.push(rec.t_end_ns.map_or(o.last_ns, |e| e + o.client_owd_ns), -1);
+            let end = rec.t_end_ns.map_or(o.last_ns, |e| e + o.client_owd_ns);
+            p.rif.push(end.max(o.rif_up_ns + 1), -1);
         }
         if rec.op == Some("write") {
             p.bytes_written += rec.bytes;
@@ -1289,6 +1316,17 @@ impl Tracker {
             p.rpcs += 1;
             p.bulk_msgs += u64::from(rec.bulk_messages);
             if let Some(l) = rec.client_latency_us {
+                let name = rec.opc_name.clone().unwrap_or_else(|| "unknown".into());
+                let name = if p.opc_latency.len() >= MAX_OPCODES && !p.opc_latency.contains_key(&name) {
+                    "other".to_string()
+                } else {
+                    name
+                };
+                let q = p.opc_latency.entry(name).or_default();
+                q.0.add(l);
+                if let Some(sv) = rec.phases.server_us {
+                    q.1.add(sv);
+                }
                 p.latency.add(l);
                 p.latency_hist.tally(l.round() as u64);
             }
@@ -1507,6 +1545,23 @@ impl Tracker {
                     bytes_written: p.bytes_written,
                     throughput_bytes_per_s: throughput,
                     steady_window_ns: window,
+                    active_window_ns: p.first_ns.zip(p.last_ns).map(|(a, b)| [a, b]),
+                    latency_by_opcode: p
+                        .opc_latency
+                        .iter()
+                        .map(|(k, (l, sv))| {
+                            (
+                                k.clone(),
+                                OpcodeLatency {
+                                    rpcs: l.count(),
+                                    mean_us: l.mean(),
+                                    p50_us: l.quantile(0.5),
+                                    p95_us: l.quantile(0.95),
+                                    server_mean_us: sv.mean(),
+                                },
+                            )
+                        })
+                        .collect(),
                     rpcs_in_flight: InFlightReport {
                         mean: p.rif.mean(),
                         max: p.rif.max,
@@ -1685,6 +1740,10 @@ fn credit_inference(
                 d.time_below_max * 100.0,
                 CREDIT_PLATEAU_SHARE * 100.0
             ),
+        ),
+        None if dirs.iter().any(|d| d.messages > 0) => (
+            None,
+            "not binding: no LNet message stayed in flight for 10 µs or more (each left for the socket at once; without zero copy a message is in flight only while it is written)".into(),
         ),
         None => (None, "no LNet messages between the pair".into()),
     };
