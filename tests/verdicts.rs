@@ -22,17 +22,10 @@ use std::process::Command;
 use serde_json::Value;
 
 /// Captures with known failing checks, and why. Keep in step with the README table.
-const OPEN: &[(&str, &str)] = &[
-    (
-        "lst_write_rtt10_c24_pc8",
-        "23 RPCs partial: REPLY runs queued back to back are only partly inferred",
-    ),
-    ("lst_write_rtt30_c16_pc8_cpp2", "12 RPCs partial: REPLY runs interleave over two BULK_OUT connections"),
-    (
-        "lst_read_veth_tso_c8",
-        "no delay line (RTT 0.05 ms): the rule says rpc_window, but T_rpc is 20 times the observed rate; lnetcap names the veth path (link)",
-    ),
-];
+const OPEN: &[(&str, &str)] = &[(
+    "lst_read_veth_tso_c8",
+    "no delay line (RTT 0.05 ms): the rule says rpc_window, but T_rpc is 20 times the observed rate; lnetcap names the veth path (link)",
+)];
 
 struct Facts {
     expected: &'static str,

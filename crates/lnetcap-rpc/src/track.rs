@@ -192,7 +192,13 @@ enum Parked {
     Data { len: u32, ack_wmd: Wmd, sender: Nid },
     /// A GET of a write.
     Get { wmd: Wmd, sink: u32, sender: Nid },
+    /// The REPLY to a parked GET (write data).
+    Reply { len: u32 },
 }
+
+/// `gets` index of a GET parked before its request: its order is kept from its arrival,
+/// and `parked_gets` says whose it is.
+const PARKED: usize = usize::MAX;
 
 /// Inferred REPLYs of one connection direction and the order of the GET the last decoded
 /// REPLY answered.
@@ -230,6 +236,9 @@ pub struct Tracker {
     /// keyed by (GET sender, wmd).
     gets: HashMap<(Nid, Wmd), (usize, u64, u32)>,
     get_seq: u64,
+    /// GETs parked before their request (in `gets` as PARKED): (GET sender, wmd) →
+    /// (client, server, match bits).
+    parked_gets: HashMap<(Nid, Wmd), (Nid, Nid, u64)>,
     /// RPCs waiting to be reported: (ready at, slot, RPC id).
     settling: std::collections::VecDeque<(i64, usize, u64)>,
     /// ZC-ACKs whose message was not reported yet (inferred later): (sender, acker,
@@ -293,6 +302,7 @@ impl Tracker {
             bulkids: HashMap::new(),
             gets: HashMap::new(),
             get_seq: 0,
+            parked_gets: HashMap::new(),
             settling: std::collections::VecDeque::new(),
             zc_early: HashMap::new(),
             orphans: Vec::new(),
@@ -935,14 +945,11 @@ impl Tracker {
                         self.get_seq += 1;
                         self.gets.insert((hdr.src_nid, wmd), (i, self.get_seq, sink));
                     }
-                    None => self.park(Orphan {
-                        client,
-                        server,
-                        mb,
-                        first_ns: m.first.ts_ns,
-                        last_ns: m.last.ts_ns,
-                        what: Parked::Get { wmd, sink, sender: hdr.src_nid },
-                    }),
+                    None => {
+                        self.park_get(hdr.src_nid, wmd, (client, server, mb));
+                        let what = Parked::Get { wmd, sink, sender: hdr.src_nid };
+                        self.park(Orphan { client, server, mb, first_ns: m.first.ts_ns, last_ns: m.last.ts_ns, what });
+                    }
                 }
                 if let Some(&i) = self.bulkids.get(&(client, server, mb)) {
                     let o = self.slot(i);
@@ -1004,25 +1011,31 @@ impl Tracker {
             run.last_seq = next_seq;
         }
         if !pending.is_empty() {
-            let slots = &self.slots;
+            let (slots, parked) = (&self.slots, &self.parked_gets);
             let mut between: Vec<((Nid, Wmd), u64, u32)> = self
                 .gets
                 .iter()
-                .filter(|((n, _), (i, seq, _))| {
-                    *n == hdr.dest_nid
+                .filter(|(k, (i, seq, _))| {
+                    k.0 == hdr.dest_nid
                         && *seq > prev_seq
                         && *seq < next_seq
-                        && slots[*i].as_ref().is_some_and(|o| o.client == hdr.src_nid)
+                        && match slots.get(*i).and_then(Option::as_ref) {
+                            Some(o) => o.client == hdr.src_nid,
+                            None => parked.get(*k).is_some_and(|p| p.0 == hdr.src_nid),
+                        }
                 })
                 .map(|(k, (_, seq, sink))| (*k, *seq, *sink))
                 .collect();
             between.sort_by_key(|x| x.1);
-            // A GET whose sink length was past the snaplen (0) fits any length.
+            // The run answers the oldest GETs between (a client answers in order; one whose
+            // REPLY went later leaves a GET over). A GET whose sink length was past the
+            // snaplen (0) fits any length; parked GETs' lengths are checked at adoption.
             let fits =
-                between.len() == pending.len() && between.iter().zip(&pending).all(|(g, p)| g.2 == 0 || g.2 == p.2);
+                between.len() >= pending.len() && between.iter().zip(&pending).all(|(g, p)| g.2 == 0 || g.2 == p.2);
             for (k, (first, last, len)) in pending.into_iter().enumerate() {
-                match fits.then(|| self.gets.remove(&between[k].0)).flatten() {
-                    Some((i, _, _)) => self.bulk_data(i, first, last, len, u64::MAX, false),
+                let key = fits.then(|| between[k].0);
+                match key.and_then(|key| self.gets.remove(&key).map(|g| (key, g))) {
+                    Some((key, g)) => self.reply_to_get(key, g, first, last, len),
                     None => {
                         self.unmatched("reply_without_get");
                         self.note_uncertain(hdr.src_nid, hdr.dest_nid, first);
@@ -1035,6 +1048,12 @@ impl Tracker {
             self.note_uncertain(hdr.src_nid, hdr.dest_nid, m.first.ts_ns);
             return None;
         };
+        if i == PARKED {
+            let key = (hdr.dest_nid, wmd);
+            let owner = self.parked_gets.get(&key).map(|p| (p.0, p.1));
+            self.reply_to_get(key, (PARKED, 0, 0), m.first.ts_ns, m.last.ts_ns, hdr.payload_length);
+            return owner;
+        }
         self.slots[i].as_ref()?;
         let (kind, client, server) = {
             let o = self.slot(i);
@@ -1147,6 +1166,25 @@ impl Tracker {
         }
     }
 
+    /// A GET whose request is not known yet keeps its place in the order of GETs.
+    fn park_get(&mut self, sender: Nid, wmd: Wmd, owner: (Nid, Nid, u64)) {
+        if self.parked_gets.len() < MAX_OPEN_RPCS {
+            self.get_seq += 1;
+            self.gets.insert((sender, wmd), (PARKED, self.get_seq, 0));
+            self.parked_gets.insert((sender, wmd), owner);
+        }
+    }
+
+    /// A REPLY (write data) answers the GET `key` (removed from `gets` as `got`): its RPC's
+    /// bulk, or parked beside the GET until the request comes.
+    fn reply_to_get(&mut self, key: (Nid, Wmd), got: (usize, u64, u32), first: i64, last: i64, len: u32) {
+        if got.0 != PARKED {
+            self.bulk_data(got.0, first, last, len, u64::MAX, false);
+        } else if let Some(&(client, server, mb)) = self.parked_gets.get(&key) {
+            self.park(Orphan { client, server, mb, first_ns: first, last_ns: last, what: Parked::Reply { len } });
+        }
+    }
+
     fn park(&mut self, o: Orphan) {
         if self.orphans.len() >= MAX_OPEN_RPCS {
             self.unmatched("bulk_without_request");
@@ -1185,9 +1223,21 @@ impl Tracker {
                     let o = self.slot(i);
                     o.bulk_mbits_seen.push(x.mb);
                     o.expected_bytes += u64::from(sink);
-                    self.get_seq += 1;
-                    self.gets.insert((sender, wmd), (i, self.get_seq, sink));
+                    let key = (sender, wmd);
+                    match (self.parked_gets.remove(&key), self.gets.get(&key).copied()) {
+                        // In order of its arrival, not of its request's.
+                        (Some(_), Some((PARKED, seq, _))) => {
+                            self.gets.insert(key, (i, seq, sink));
+                        }
+                        // Its REPLY came already and was parked with it.
+                        (Some(_), _) => {}
+                        (None, _) => {
+                            self.get_seq += 1;
+                            self.gets.insert(key, (i, self.get_seq, sink));
+                        }
+                    }
                 }
+                Parked::Reply { len } => self.bulk_data(i, x.first_ns, x.last_ns, len, u64::MAX, false),
             }
         }
     }
@@ -1369,6 +1419,16 @@ impl Tracker {
         }
         let before = self.orphans.len();
         self.orphans.retain(|o| o.last_ns > horizon);
+        let live: std::collections::HashSet<(Nid, Wmd)> = self
+            .orphans
+            .iter()
+            .filter_map(|o| match o.what {
+                Parked::Get { wmd, sender, .. } => Some((sender, wmd)),
+                _ => None,
+            })
+            .collect();
+        self.parked_gets.retain(|k, _| live.contains(k));
+        self.gets.retain(|k, v| v.0 != PARKED || live.contains(k));
         let dropped = (before - self.orphans.len()) as u64;
         if dropped > 0 {
             *self.unmatched.entry("bulk_without_request").or_default() += dropped;
