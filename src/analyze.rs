@@ -44,7 +44,9 @@ pub(crate) struct AnalyzeArgs {
     #[arg(long, default_value_t = 100)]
     pub interval_ms: u64,
     /// Link rate for the model, e.g. `10Gbit`, `25G`, `1250MB/s` (default: not known; the
-    /// best sustained rate seen is reported beside it).
+    /// best sustained rate seen is reported beside it). Not used when the capture carried
+    /// more (a nominal speed such as a veth's); a path full below 80 % of it binds at its
+    /// own best rate.
     #[arg(long, value_name = "RATE", value_parser = parse_rate)]
     pub link_rate: Option<f64>,
     /// Write the tables (rpcs, messages, connections, peers, timeseries; docs/tables.md)

@@ -158,6 +158,10 @@ pub struct ModelInput {
     pub server_s: Option<f64>,
     /// Link rate, bytes/s, and whether the user gave it (else: the best rate seen).
     pub link: Option<(f64, bool)>,
+    /// The `--link-rate` the user gave when the model could not use it, bytes/s: the path
+    /// was full well below it (`link` is then the best rate seen), or the capture carried
+    /// more than it (a nominal speed, such as a veth's, not the path's).
+    pub link_unused: Option<f64>,
 }
 
 impl ModelInput {
@@ -494,25 +498,52 @@ pub fn advise(
             v.push(Advice {
                 setting: "none (the path is full)".into(),
                 value: "-".into(),
-                command: if given {
-                    "# nothing to tune on the Lustre side: a faster link or more of them (LNet multi-rail) raise this bound".into()
-                } else {
-                    "ethtool <ifname>  # the link speed on both ends; pass --link-rate to compare against it".into()
+                command: match (given, inp.link_unused) {
+                    (true, _) => "# nothing to tune on the Lustre side: a faster link or more of them (LNet multi-rail) raise this bound".into(),
+                    (false, Some(u)) if u >= inp.observed => "mpstat -P ALL 1  # on both hosts during a transfer: a core near 100 % (sys, soft) is the hosts' limit; else look for a slower hop on the path".into(),
+                    (false, _) => "ethtool <ifname>  # the link speed on both ends; pass --link-rate to compare against it".into(),
                 },
                 reason: if given {
                     format!("{:.1} MB/s is {:.0} % of the {:.1} MB/s link; more RPCs in flight or credits would only queue", inp.observed / 1e6, 100.0 * inp.observed / l, l / 1e6)
                 } else {
-                    format!(
-                        "the path carried at most {:.1} MB/s with more data offered than in flight ({:.1} MB of {:.1} MB per round trip), no loss and the receive window open: a full link or a rate limit on the path, not a Lustre setting",
-                        l / 1e6,
-                        inp.cwnd_bytes.unwrap_or(0.0) / 1e6,
-                        app_window_bytes(inp) / 1e6
-                    )
+                    path_full_reason(inp, l)
                 },
             });
         }
     }
     v
+}
+
+/// Why a path seen full (no link rate, or one it could not use) binds.
+fn path_full_reason(inp: &ModelInput, best: f64) -> String {
+    let seen = format!(
+        "the path carried at most {:.1} MB/s with more data offered than in flight ({} of {} per round trip), no loss and the receive window open",
+        best / 1e6,
+        size(inp.cwnd_bytes.unwrap_or(0.0)),
+        size(app_window_bytes(inp))
+    );
+    match inp.link_unused {
+        Some(l) if l < inp.observed => format!(
+            "{seen}; the --link-rate given ({:.1} MB/s) is below the {:.1} MB/s the capture carried, so it is not the path's (virtual interfaces such as veth report a nominal speed) and was not used: a full link, a rate limit on the path or the hosts (CPU, memory copies) bind, not a Lustre setting",
+            l / 1e6,
+            inp.observed / 1e6
+        ),
+        Some(l) => format!(
+            "{seen}, at {:.0} % of the {:.1} MB/s link given: a slower hop or a rate limit on the path, or the hosts (CPU, memory copies; a veth between namespaces is a copy in one host) hold it below the link, not a Lustre setting",
+            100.0 * best / l,
+            l / 1e6
+        ),
+        None => format!("{seen}: a full link, a rate limit on the path or the hosts (CPU, memory copies) bind, not a Lustre setting"),
+    }
+}
+
+/// Bytes as MB, or kB below 0.1 MB.
+fn size(b: f64) -> String {
+    if b >= 1e5 {
+        format!("{:.1} MB", b / 1e6)
+    } else {
+        format!("{:.1} kB", b / 1e3)
+    }
 }
 
 /// Share of the RTT floor by which the RTT must rise for an interval to show a queue.

@@ -109,6 +109,37 @@ fn bulk_busy(conns: &[ConnPerfRef<'_>], bulk: &[(usize, usize)], peer: &PeerRepo
     !bulk.is_empty() && bulk.iter().all(|&(ci, d)| (conns[ci].dirs[d].idle_ns as f64) < 0.1 * span)
 }
 
+/// Below this share of a given `--link-rate`, a path seen full is held by something
+/// slower than the link (a hop, a rate limit, the hosts): its best rate is the bound.
+pub const FULL_BELOW_LINK: f64 = 0.8;
+
+/// The link the model uses, and where it comes from (`link_source`). A `--link-rate` the
+/// capture carried more than is not the path's (a veth reports a nominal 10 Gbit/s and
+/// carries what the host copies): it is set aside in `link_unused`, never an efficiency
+/// above 100 %. A path seen full (`full`) well below the given rate binds at its best rate.
+fn choose_link(inp: &mut ModelInput, link_rate: Option<f64>, full: bool, best: f64) -> &'static str {
+    let usable = link_rate.filter(|l| inp.observed <= 1.05 * l);
+    inp.link_unused = link_rate.filter(|l| usable.is_none() || (full && best < FULL_BELOW_LINK * l));
+    match (usable, inp.link_unused, full) {
+        (Some(l), None, _) => {
+            inp.link = Some((l, true));
+            "--link-rate"
+        }
+        (_, _, true) => {
+            inp.link = Some((best, false));
+            match (usable, link_rate) {
+                (Some(_), _) => "best sustained rate (the path was full below --link-rate)",
+                (None, Some(_)) => {
+                    "best sustained rate (the path was full; --link-rate below the observed rate, not used)"
+                }
+                (None, None) => "best sustained rate (the path was full)",
+            }
+        }
+        (_, Some(_), false) => "not given (--link-rate below the observed rate, not used)",
+        (_, None, false) => "not given",
+    }
+}
+
 /// `binding_limit` of a pair that moved no bulk data: no throughput verdict.
 pub const NO_BULK: &str = "none (no bulk traffic)";
 
@@ -291,21 +322,14 @@ pub fn peer_entry(
         cwnd_acting: loss || opening_in_steady,
         rwnd_bytes: if tcp.rwnd_scale_unknown { None } else { tcp.rwnd_p50.map(|x| x as f64) },
         server_s: server_time_s(&peer, &rtt, reads),
-        link: link_rate.map(|l| (l, true)),
+        link: None,
+        link_unused: None,
     };
-    // Without a link rate, a path seen full stands for the link at its best rate.
-    let link_source = if link_rate.is_some() {
-        "--link-rate"
-    } else if steady_state
+    let full = steady_state
         && lnetcap_model::path_full(&inp, queued_share, !loss, bulk_busy(&conns, &bulk, &peer))
         && best > 0.0
-        && inp.observed <= 1.05 * best
-    {
-        inp.link = Some((best, false));
-        "best sustained rate (the path was full)"
-    } else {
-        "not given"
-    };
+        && inp.observed <= 1.05 * best;
+    let link_source = choose_link(&mut inp, link_rate, full, best);
     let out = evaluate(&inp);
     tcp.efficiency_loss = out.tcp_efficiency_loss;
     let series = IntervalInputs {

@@ -124,6 +124,9 @@ fn print_model(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
         match m.link_source {
             "not given" => format!(" (link not given; best 1 s rate seen {}/s)", bytes(m.best_sustained_bytes_per_s)),
             "--link-rate" => String::new(),
+            s if s.starts_with("not given") => {
+                format!(" (link {s}; best 1 s rate seen {}/s)", bytes(m.best_sustained_bytes_per_s))
+            }
             other => format!(" (link: {other}, {}/s)", bytes(m.best_sustained_bytes_per_s)),
         }
     )?;
