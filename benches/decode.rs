@@ -7,8 +7,8 @@
 //!   finds the capture point from its RTT loops).
 //!
 //! `packets/*` is the decode pipeline alone (as `lnetcap decode` runs it, without the TCP
-//! behaviour analysis), `analyze_packets/*` adds the TCP analysis, RPC reconstruction and
-//! the in-flight statistics.
+//! behaviour analysis), `analyze_packets/*` is `lnetcap analyze` through lnetcap-analysis: the TCP
+//! analysis, RPC reconstruction, the in-flight statistics and the report.
 //!
 //! Run: `cargo bench --bench decode`. benches/compare.sh compares the CLI against tshark
 //! and tcptrace on the same files.
@@ -16,10 +16,10 @@
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use lnetcap_analysis::{decode_source, Analysis, AnalysisConfig, Quiet, Sink};
 use lnetcap_capture::CaptureReader;
-use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
-use lnetcap_lnet::LnetEvent;
-use lnetcap_rpc::{RpcConfig, Tracker};
+use lnetcap_lnet::pipeline::DecodeConfig;
+use lnetcap_rpc::RpcRecord;
 use lnetcap_synth::{generate, scenario, Workload};
 
 /// `header_only`, `full_payload`, or `midstream` (header-only, the capture started after
@@ -45,45 +45,35 @@ fn capture(kind: &str) -> (Arc<Vec<u8>>, u64) {
 fn decode_all(bytes: &Arc<Vec<u8>>) -> usize {
     let mut r = CaptureReader::from_shared("bench", Arc::clone(bytes)).expect("capture");
     // As `lnetcap decode` runs it: no TCP behaviour analysis.
-    let mut p = Pipeline::new(DecodeConfig { tcp_perf: false, ..DecodeConfig::default() });
-    let mut ev = Vec::new();
+    let cfg = DecodeConfig { tcp_perf: false, ..DecodeConfig::default() };
     let mut n = 0;
-    while let Some(pkt) = r.next_packet().expect("packet") {
-        p.push(&pkt, &mut ev);
+    decode_source("bench", &mut r, cfg, &mut Quiet, |_, ev| {
         n += ev.len();
         ev.clear();
-    }
-    p.finish(&mut ev);
-    n + ev.len()
+        Ok(())
+    })
+    .expect("decode");
+    n
 }
 
-/// Decode plus RPC reconstruction (what `lnetcap analyze` does per packet).
+/// Counts what an analysis streams out.
+#[derive(Default)]
+struct Count(usize);
+
+impl Sink for Count {
+    fn rpc(&mut self, _file: &str, _r: &mut RpcRecord) -> anyhow::Result<()> {
+        self.0 += 1;
+        Ok(())
+    }
+}
+
+/// What `lnetcap analyze` does: decode, TCP behaviour, RPC reconstruction, the report.
 fn analyze_all(bytes: &Arc<Vec<u8>>) -> usize {
     let mut r = CaptureReader::from_shared("bench", Arc::clone(bytes)).expect("capture");
-    let mut p = Pipeline::new(DecodeConfig::default());
-    let mut t = Tracker::new(RpcConfig::default());
-    let mut ev = Vec::new();
-    let mut rpcs = Vec::new();
-    let mut n = 0;
-    let mut feed = |p: &Pipeline, ev: &mut Vec<LnetEvent>, rpcs: &mut Vec<_>, t: &mut Tracker| {
-        for e in ev.drain(..) {
-            if let LnetEvent::Message(m) = e {
-                if let Some(c) = p.connection(m.conn) {
-                    t.on_message(&m, c, rpcs);
-                }
-            }
-        }
-        n += rpcs.len();
-        rpcs.clear();
-    };
-    while let Some(pkt) = r.next_packet().expect("packet") {
-        p.push(&pkt, &mut ev);
-        feed(&p, &mut ev, &mut rpcs, &mut t);
-    }
-    p.finish(&mut ev);
-    feed(&p, &mut ev, &mut rpcs, &mut t);
-    t.finish(&mut rpcs);
-    n + rpcs.len() + t.reports().len()
+    let mut a = Analysis::new(AnalysisConfig::default());
+    let mut count = Count::default();
+    a.add("bench", &mut r, &mut count, &mut Quiet).expect("analysis");
+    count.0 + a.finish().peers.len()
 }
 
 fn bench(c: &mut Criterion) {

@@ -6,20 +6,20 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use lnetcap_analysis::defaults::{parse_rate, INTERVAL_MS};
+use lnetcap_analysis::{Analysis, AnalysisConfig, Sink};
+use lnetcap_lnet::message::Message;
+use lnetcap_lnet::pipeline::Pipeline;
 use lnetcap_lnet::record::MessageRecord;
-use lnetcap_lnet::{FramingEvent, LnetEvent};
-use lnetcap_report::build::{connection_entries, fits, peer_entry};
 use lnetcap_report::charts::{charts, png};
 use lnetcap_report::gate::{check, Gate};
 use lnetcap_report::html::write_html;
 use lnetcap_report::summary::write_summary;
 use lnetcap_report::tables::{TableFormat, TableSet};
-use lnetcap_report::{FileReport, Report, REPORT_SCHEMA_VERSION};
-use lnetcap_rpc::{RpcConfig, RpcRecord, Tracker};
+use lnetcap_rpc::RpcRecord;
 
-use crate::decode::config;
 use crate::exit;
-use crate::input::run_file;
+use crate::input::{open, Stderr};
 
 #[derive(Args, Debug)]
 pub(crate) struct AnalyzeArgs {
@@ -41,7 +41,7 @@ pub(crate) struct AnalyzeArgs {
     #[arg(long)]
     pub no_detect: bool,
     /// Time-series interval in milliseconds.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = INTERVAL_MS)]
     pub interval_ms: u64,
     /// Link rate for the model, e.g. `10Gbit`, `25G`, `1250MB/s` (default: not known; the
     /// best sustained rate seen is reported beside it). Not used when the capture carried
@@ -87,49 +87,38 @@ impl From<TableFormatArg> for TableFormat {
     }
 }
 
-/// Where RPC records go as they finish: `--rpcs` lines and the `rpcs` table.
-fn emit_rpcs(
-    rpcs: &mut Vec<RpcRecord>,
-    lines: Option<&mut BufWriter<Box<dyn Write>>>,
-    tables: Option<&mut TableSet>,
-    name: &str,
+/// Where the analysis streams to: `--rpcs` lines, and the `rpcs` and `messages` tables.
+struct Outputs {
+    lines: Option<BufWriter<Box<dyn Write>>>,
+    tables: Option<TableSet>,
+    /// Several captures: each RPC line names its file.
     multi: bool,
-) -> Result<()> {
-    if let Some(t) = tables {
-        for r in rpcs.iter() {
-            t.rpc(name, r)?;
-        }
-    }
-    if let Some(w) = lines {
-        for mut r in rpcs.drain(..) {
-            r.file = multi.then(|| name.to_string());
-            serde_json::to_writer(&mut *w, &r)?;
-            w.write_all(b"\n")?;
-        }
-    }
-    rpcs.clear();
-    Ok(())
 }
 
-/// Parses a link rate into bytes per second: `10Gbit`, `10G` and `10Gb` are bits;
-/// `1250MB/s`, `1.25GB/s` are bytes.
-fn parse_rate(s: &str) -> Result<f64, String> {
-    let t = s.trim().to_ascii_lowercase().replace("/s", "").replace("ps", "");
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| format!("{s:?}: expected a number with a unit, like 10Gbit or 1250MB/s"))?;
-    let (mult, bytes) = match unit.trim() {
-        "" | "bit" | "b" => (1.0, false),
-        "k" | "kbit" | "kb" => (1e3, false),
-        "m" | "mbit" | "mb" if !unit.contains('B') => (1e6, false),
-        "g" | "gbit" | "gb" => (1e9, false),
-        "t" | "tbit" | "tb" => (1e12, false),
-        _ => return Err(format!("{s:?}: unknown unit (use bit, Kbit, Mbit, Gbit, Tbit, or KB/s, MB/s, GB/s)")),
-    };
-    // Upper-case B means bytes.
-    let is_bytes = s.contains("B") && !s.to_ascii_lowercase().contains("bit");
-    let _ = bytes;
-    Ok(if is_bytes { v * mult } else { v * mult / 8.0 })
+impl Sink for Outputs {
+    fn wants_messages(&self) -> bool {
+        self.tables.is_some()
+    }
+
+    fn message(&mut self, file: &str, m: &Message, pipe: &Pipeline) -> Result<()> {
+        if let Some(t) = self.tables.as_mut() {
+            let tcp = pipe.connection(m.conn).map(|c| c.tuple(m.dir)).unwrap_or_default();
+            t.message(file, &MessageRecord::from_message(m, tcp))?;
+        }
+        Ok(())
+    }
+
+    fn rpc(&mut self, file: &str, r: &mut RpcRecord) -> Result<()> {
+        if let Some(t) = self.tables.as_mut() {
+            t.rpc(file, r)?;
+        }
+        if let Some(w) = self.lines.as_mut() {
+            r.file = self.multi.then(|| file.to_string());
+            serde_json::to_writer(&mut *w, &*r)?;
+            w.write_all(b"\n")?;
+        }
+        Ok(())
+    }
 }
 
 /// An output file, or stdout for `-`.
@@ -149,96 +138,38 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
         eprintln!("lnetcap: --json - and --rpcs - cannot both write to stdout");
         return Ok(exit::USAGE);
     }
-    let mut rpc_out = a.rpcs.as_deref().map(create_output).transpose()?;
-    let mut tables = match &a.out {
+    let lines = a.rpcs.as_deref().map(create_output).transpose()?;
+    let tables = match &a.out {
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             Some(TableSet::create(dir, a.table_format.into())?)
         }
         None => None,
     };
-    let multi = a.files.len() > 1;
-    let interval_ns = (a.interval_ms.max(1) * 1_000_000) as i64;
-    let mut report = Report {
-        schema_version: REPORT_SCHEMA_VERSION,
-        tool: format!("lnetcap {}", env!("CARGO_PKG_VERSION")),
-        interval_ns,
-        files: Vec::new(),
-        peers: Vec::new(),
-        connections: Vec::new(),
-        fits: None,
+    let mut sink = Outputs { lines, tables, multi: a.files.len() > 1 };
+    let cfg = AnalysisConfig {
+        ports: crate::decode::ports(&a.ports),
+        detect: !a.no_detect,
+        interval_ns: (a.interval_ms.max(1) * 1_000_000) as i64,
+        link_rate: a.link_rate,
     };
+    let mut analysis = Analysis::new(cfg);
+    let mut obs = Stderr::new(!a.quiet);
     for path in &a.files {
-        let name = path.display().to_string();
-        let mut tracker = Tracker::new(RpcConfig { interval_ns });
-        let mut rpcs: Vec<RpcRecord> = Vec::new();
-        let mut span: Option<[i64; 2]> = None;
-        let cfg =
-            lnetcap_lnet::pipeline::DecodeConfig { series_interval_ns: interval_ns, ..config(&a.ports, a.no_detect) };
-        let run = run_file(path, cfg, !a.quiet, |pipe, events| {
-            for ev in events.drain(..) {
-                match ev {
-                    LnetEvent::Message(m) => {
-                        if let Some(t) = tables.as_mut() {
-                            let tcp = pipe.connection(m.conn).map(|c| c.tuple(m.dir)).unwrap_or_default();
-                            t.message(&name, &MessageRecord::from_message(&m, tcp))?;
-                        }
-                        if let Some(conn) = pipe.connection(m.conn) {
-                            span = Some(match span {
-                                Some([s, e]) => [s.min(m.first.ts_ns), e.max(m.last.ts_ns)],
-                                None => [m.first.ts_ns, m.last.ts_ns],
-                            });
-                            if conn.capture_point().is_none() && !tracker.knows_capture_point(m.conn.0) {
-                                let cp = pipe.tcp_perf(m.conn).and_then(lnetcap_rpc::tcp::capture_point_from_loops);
-                                if let Some(cp) = cp {
-                                    tracker.note_capture_point(m.conn.0, cp);
-                                }
-                            }
-                            tracker.on_message(&m, conn, &mut rpcs);
-                        }
-                    }
-                    LnetEvent::Framing { conn, dir, stamp, event } => {
-                        tracker.on_framing(
-                            conn.0,
-                            dir.index(),
-                            stamp.ts_ns,
-                            matches!(event, FramingEvent::Desync { .. }),
-                        );
-                    }
-                }
-            }
-            emit_rpcs(&mut rpcs, rpc_out.as_mut(), tables.as_mut(), &name, multi)
-        })?;
-        let Some(run) = run else {
+        let Some(mut reader) = open(path) else {
             code = exit::INPUT;
             continue;
         };
-        if !run.complete {
+        let done = analysis.add(&path.display().to_string(), &mut reader, &mut sink, &mut obs)?;
+        if !done.complete {
             code = exit::INPUT;
         }
-        tracker.finish(&mut rpcs);
-        emit_rpcs(&mut rpcs, rpc_out.as_mut(), tables.as_mut(), &name, multi)?;
-        let summary = run.pipe.summary();
-        report.files.push(FileReport {
-            file: name.clone(),
-            complete: run.complete,
-            frames: summary.frames.clone(),
-            span_ns: span,
-            unmatched_messages: tracker.unmatched.clone(),
-        });
-        let reports = tracker.reports();
-        report.connections.extend(connection_entries(&run.pipe, &summary, &reports, &name, interval_ns));
-        for peer in &reports {
-            let entry = peer_entry(&run.pipe, peer.clone(), &reports, a.link_rate, &name);
-            report.peers.push(entry);
-        }
     }
-    if let Some(mut w) = rpc_out {
+    let report = analysis.finish();
+    if let Some(mut w) = sink.lines {
         w.flush()?;
     }
-    if a.files.len() > 1 {
-        report.fits = fits(&report.peers);
-    }
+    let tables = sink.tables;
     if let (Some(t), Some(dir)) = (tables, &a.out) {
         for w in t.finish(&report)? {
             if !a.quiet {

@@ -5,12 +5,14 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
+use lnetcap_analysis::decode_source;
+use lnetcap_analysis::defaults::ACCEPTOR_PORT;
 use lnetcap_lnet::pipeline::{DecodeConfig, DecodeSummary, Pipeline};
 use lnetcap_lnet::record::{MessageRecord, SCHEMA_VERSION};
 use lnetcap_lnet::LnetEvent;
 
 use crate::exit;
-use crate::input::run_file;
+use crate::input::{open, Stderr};
 
 /// Output format of `decode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -43,11 +45,12 @@ pub(crate) struct DecodeArgs {
     pub quiet: bool,
 }
 
-pub(crate) fn config(ports: &[u16], no_detect: bool) -> DecodeConfig {
-    DecodeConfig {
-        ports: if ports.is_empty() { vec![988] } else { ports.to_vec() },
-        detect: !no_detect,
-        ..DecodeConfig::default()
+/// `--port`, or the acceptor's port when none is given.
+pub(crate) fn ports(given: &[u16]) -> Vec<u16> {
+    if given.is_empty() {
+        vec![ACCEPTOR_PORT]
+    } else {
+        given.to_vec()
     }
 }
 
@@ -57,16 +60,20 @@ pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {
     let mut code = exit::OK;
     let multi = a.files.len() > 1;
     let progress = !a.quiet && !io::IsTerminal::is_terminal(&io::stdout());
+    let mut obs = Stderr::new(progress);
     for path in &a.files {
         let name = path.display().to_string();
         let file = multi.then_some(name.as_str());
         // Decoding needs the byte streams only, not the TCP behaviour analysis.
-        let cfg = DecodeConfig { tcp_perf: false, ..config(&a.ports, a.no_detect) };
-        let run = run_file(path, cfg, progress, |pipe, events| write_events(&mut out, pipe, events, a.format, file))?;
-        let Some(run) = run else {
+        let cfg =
+            DecodeConfig { ports: ports(&a.ports), detect: !a.no_detect, tcp_perf: false, ..DecodeConfig::default() };
+        let Some(mut reader) = open(path) else {
             code = exit::INPUT;
             continue;
         };
+        let run = decode_source(&name, &mut reader, cfg, &mut obs, |pipe, events| {
+            write_events(&mut out, pipe, events, a.format, file)
+        })?;
         if !run.complete {
             code = exit::INPUT;
         }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use lnetcap_analysis::REPORT_SCHEMA_VERSION;
 use lnetcap_report::diff::{diff, parse_tolerance, write_text, Tolerance};
 
 use crate::exit;
@@ -42,8 +43,27 @@ fn read(p: &PathBuf) -> Result<serde_json::Value> {
     Ok(v)
 }
 
+/// A report of another schema_version than this lnetcap writes: its fields may mean
+/// something else, so it is not compared.
+fn other_schema(p: &std::path::Path, v: &serde_json::Value) -> Option<String> {
+    let have = v.get("schema_version").and_then(serde_json::Value::as_u64);
+    (have != Some(u64::from(REPORT_SCHEMA_VERSION))).then(|| {
+        format!(
+            "{}: report schema_version {}, this lnetcap reads {REPORT_SCHEMA_VERSION}: analyze both captures with the same lnetcap",
+            p.display(),
+            have.map_or("missing".to_string(), |h| h.to_string())
+        )
+    })
+}
+
 pub(crate) fn run(a: &DiffArgs) -> Result<u8> {
     let (base, new) = (read(&a.base)?, read(&a.new)?);
+    for (p, v) in [(&a.base, &base), (&a.new, &new)] {
+        if let Some(why) = other_schema(p, v) {
+            eprintln!("lnetcap diff: {why}");
+            return Ok(exit::USAGE);
+        }
+    }
     let tol: BTreeMap<String, Tolerance> = a.tolerances.iter().cloned().collect();
     let d = diff(&base, &new, &tol);
     let to_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");

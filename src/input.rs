@@ -1,11 +1,11 @@
-//! Reading captures for the subcommands: one pass over a file's packets through the
-//! decode pipeline, with bad input reported on stderr (file, frame, offset) and counted.
+//! Reading captures for the subcommands: opening them, and telling the user on stderr
+//! what lnetcap-analysis's packet loop reports (bad input with file, frame and offset;
+//! progress).
 
 use std::path::Path;
 
+use lnetcap_analysis::{Notice, Observer};
 use lnetcap_capture::CaptureReader;
-use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
-use lnetcap_lnet::LnetEvent;
 
 /// Inputs smaller than this get no progress bar (they take well under a second).
 const PROGRESS_MIN_BYTES: u64 = 32 << 20;
@@ -53,94 +53,67 @@ impl Progress {
 /// Most per-frame warnings printed per file (the rest are counted in the summary).
 const MAX_WARNINGS: u64 = 20;
 
-/// What reading one file gave.
-pub(crate) struct FileRun {
-    /// The pipeline after the whole file (its summary, connections).
-    pub pipe: Pipeline,
-    /// The file could not be read to its end (or not opened at all: then `None`).
-    pub complete: bool,
+/// The terminal's observer of a run: notices on stderr (file, frame, offset), at most
+/// `MAX_WARNINGS` per file, and a progress bar per file when wanted.
+pub(crate) struct Stderr {
+    progress: bool,
+    bar: Option<Progress>,
+    warned: u64,
 }
 
-/// Runs one file through a pipeline; `on_events` sees the events after every packet (and
-/// after the final flush) with the pipeline for connection lookups. Returns `None` when the
-/// file cannot be opened (the error is printed).
-pub(crate) fn run_file(
-    path: &Path,
-    cfg: DecodeConfig,
-    progress: bool,
-    mut on_events: impl FnMut(&Pipeline, &mut Vec<LnetEvent>) -> anyhow::Result<()>,
-) -> anyhow::Result<Option<FileRun>> {
-    let name = path.display().to_string();
-    let mut reader = match CaptureReader::open(path) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("lnetcap: {name}: {e}");
-            return Ok(None);
-        }
-    };
-    let mut pipe = Pipeline::new(cfg.clone());
-    let mut events = Vec::new();
-    let mut warned = 0u64;
-    let mut warn = |msg: String| {
-        warned += 1;
-        if warned <= MAX_WARNINGS {
-            eprintln!("lnetcap: {name}: {msg}");
-        }
-    };
-    let mut complete = true;
-    let bar = progress.then(|| Progress::new(&name, reader.input_progress().1)).flatten();
-    let mut n = 0u64;
-    loop {
-        n += 1;
-        if n % 4096 == 0 {
-            if let Some(b) = &bar {
-                b.update(reader.input_progress().0);
-            }
-        }
-        match reader.next_packet() {
-            Ok(Some(pkt)) => {
-                if let Some(why) = pipe.push(&pkt, &mut events) {
-                    warn(format!("frame {}: not decodable: {why}", pkt.frame));
+impl Stderr {
+    pub(crate) fn new(progress: bool) -> Self {
+        Self { progress, bar: None, warned: 0 }
+    }
+}
+
+impl Observer for Stderr {
+    fn notice(&mut self, name: &str, n: Notice<'_>) {
+        match n {
+            Notice::Warning(msg) => {
+                self.warned += 1;
+                if self.warned <= MAX_WARNINGS {
+                    eprintln!("lnetcap: {name}: {msg}");
                 }
             }
-            Ok(None) => break,
-            Err(e) => {
-                eprintln!("lnetcap: {name}: {e}");
-                complete = false;
-                break;
-            }
-        }
-        for w in reader.drain_warnings() {
-            pipe.count_unreadable_frame();
-            warn(w.to_string());
-        }
-        if !events.is_empty() {
-            on_events(&pipe, &mut events)?;
+            Notice::ReadError(e) => eprintln!("lnetcap: {name}: {e}"),
+            Notice::NoLnet { frames, ports, detect } => eprintln!(
+                "lnetcap: {name}: no LNet traffic found ({frames} frames; ports {ports:?}{})",
+                if detect { " and detection by content" } else { "" }
+            ),
         }
     }
-    for w in reader.drain_warnings() {
-        pipe.count_unreadable_frame();
-        warn(w.to_string());
+
+    fn progress(&mut self, name: &str, done: u64, total: Option<u64>) {
+        if self.progress && self.bar.is_none() {
+            self.bar = Progress::new(name, total);
+        }
+        if let Some(b) = &self.bar {
+            b.update(done);
+        }
     }
-    if let Some(b) = bar {
-        b.finish();
+
+    fn finished(&mut self, name: &str) {
+        if let Some(b) = self.bar.take() {
+            b.finish();
+        }
+        if self.warned > MAX_WARNINGS {
+            eprintln!(
+                "lnetcap: {name}: {} more warnings not shown (see the summary's undecodable counts)",
+                self.warned - MAX_WARNINGS
+            );
+        }
+        self.warned = 0;
     }
-    pipe.finish(&mut events);
-    on_events(&pipe, &mut events)?;
-    if warned > MAX_WARNINGS {
-        eprintln!(
-            "lnetcap: {name}: {} more warnings not shown (see the summary's undecodable counts)",
-            warned - MAX_WARNINGS
-        );
+}
+
+/// Opens a capture (`-` is stdin); `None` when it cannot be opened (the error is printed).
+pub(crate) fn open(path: &Path) -> Option<CaptureReader> {
+    match CaptureReader::open(path) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("lnetcap: {}: {e}", path.display());
+            None
+        }
     }
-    let summary = pipe.summary();
-    if summary.connections.is_empty() {
-        eprintln!(
-            "lnetcap: {name}: no LNet traffic found ({} frames; ports {:?}{})",
-            summary.frames.frames,
-            cfg.ports,
-            if cfg.detect { " and detection by content" } else { "" }
-        );
-    }
-    Ok(Some(FileRun { pipe, complete }))
 }

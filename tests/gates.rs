@@ -158,6 +158,13 @@ fn diff_fails_on_regressions_and_passes_within_tolerance() {
     let o = lnetcap(&["diff", base.to_str().unwrap(), base.to_str().unwrap(), "--tolerance", "speed=5%"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("no metric \"speed\""));
+    // A report of another schema version is refused (exit 2), naming the file.
+    let mut r: Value = serde_json::from_slice(&std::fs::read(&base).unwrap()).unwrap();
+    r["schema_version"] = Value::from(99);
+    std::fs::write(&other, serde_json::to_vec(&r).unwrap()).unwrap();
+    let o = lnetcap(&["diff", base.to_str().unwrap(), other.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("schema_version 99") && stderr(&o).contains(other.to_str().unwrap()), "{}", stderr(&o));
 }
 
 /// The README's CI example, run as written (with `lnetcap` on PATH): it passes against a

@@ -4,57 +4,28 @@
 //! messages with the same fields. Frame numbers and times are the only things allowed to
 //! differ.
 
+mod common;
+
 use std::sync::Arc;
 
 use lnetcap_capture::CaptureReader;
-use lnetcap_lnet::nid::Nid;
-use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
+use lnetcap_lnet::pipeline::DecodeConfig;
 use lnetcap_lnet::record::MessageRecord;
 use lnetcap_lnet::wire::consts::*;
-use lnetcap_lnet::wire::{conn_type, Connreq, Hello, KsockHdr, LnetDetail, LnetHdr, PtlrpcEmit, SrpcInfo, Wmd, NID4};
+use lnetcap_lnet::wire::{Connreq, KsockHdr, LnetDetail, PtlrpcEmit, SrpcInfo, Wmd};
 use lnetcap_lnet::LnetEvent;
 use lnetcap_synth::pcapw::{build_packet, CaptureWriter, Container, Link, TcpPacket};
 use proptest::prelude::*;
 use serde_json::Value;
 
-fn nid(s: &str) -> Nid {
-    Nid::parse(s).unwrap()
-}
-
-fn lnet(v: &mut Vec<u8>, src: &str, dst: &str, t: u32, d: LnetDetail, payload: &[u8], cookie: u64) {
-    KsockHdr { msg_type: KSOCK_LNET, csum: 0, zc_req_cookie: cookie, zc_ack_cookie: 0 }.emit(v);
-    LnetHdr {
-        dest_nid: nid(dst),
-        src_nid: nid(src),
-        dest_pid: PID_LUSTRE,
-        src_pid: PID_LUSTRE,
-        msg_type: t,
-        payload_length: payload.len() as u32,
-        detail: Some(d),
-        cut: None,
-    }
-    .emit(NID4, v);
-    v.extend_from_slice(payload);
-}
+use common::{hello, lnet, nid};
 
 /// (client → server bytes, server → client bytes)
 fn conversation() -> (Vec<u8>, Vec<u8>) {
     let (c, s) = ("10.0.0.2@tcp", "10.0.0.1@tcp");
     let mut a = Connreq::emit(&nid(s));
-    let hello = |src: &str, dst: &str| Hello {
-        version: 3,
-        flip: false,
-        src_nid: nid(src),
-        dst_nid: Some(nid(dst)),
-        src_pid: PID_LUSTRE,
-        dst_pid: 0,
-        src_incarnation: 0x17a5_0000_0000_0001,
-        dst_incarnation: 0,
-        conn_type: conn_type::CONTROL,
-        ips: vec![],
-    };
-    a.extend(hello(c, s).emit());
-    let mut b = hello(s, c).emit();
+    a.extend(hello(c, s));
+    let mut b = hello(s, c);
     let req = PtlrpcEmit {
         pb_type: PTL_RPC_MSG_REQUEST,
         pb_version: 0x0003_0003,
@@ -184,12 +155,15 @@ fn capture(
 
 fn decode(bytes: Vec<u8>) -> Vec<Value> {
     let mut r = CaptureReader::from_shared("t", Arc::new(bytes)).unwrap();
-    let mut p = Pipeline::new(DecodeConfig::default());
     let mut ev = Vec::new();
-    while let Some(pkt) = r.next_packet().unwrap() {
-        p.push(&pkt, &mut ev);
-    }
-    p.finish(&mut ev);
+    let d =
+        lnetcap_analysis::decode_source("t", &mut r, DecodeConfig::default(), &mut lnetcap_analysis::Quiet, |_, e| {
+            ev.append(e);
+            Ok(())
+        })
+        .unwrap();
+    assert!(d.complete);
+    let p = d.pipe;
     let mut out: Vec<Value> = ev
         .into_iter()
         .filter_map(|e| match e {

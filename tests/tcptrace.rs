@@ -9,7 +9,7 @@ mod common;
 use std::path::PathBuf;
 
 use lnetcap_capture::CaptureReader;
-use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
+use lnetcap_lnet::pipeline::DecodeConfig;
 use lnetcap_tcp::ConnId;
 
 #[derive(Debug, Default)]
@@ -82,13 +82,19 @@ fn rtt_and_retransmissions_agree_with_tcptrace() {
         let conns = parse(&text);
         assert!(!conns.is_empty(), "{name}: no tcptrace connections");
         let mut r = CaptureReader::open(&capture(name)).unwrap();
-        let mut p = Pipeline::new(DecodeConfig::default());
-        let mut ev = Vec::new();
-        while let Some(pkt) = r.next_packet().unwrap() {
-            p.push(&pkt, &mut ev);
-            ev.clear();
-        }
-        p.finish(&mut ev);
+        let d = lnetcap_analysis::decode_source(
+            name,
+            &mut r,
+            DecodeConfig::default(),
+            &mut lnetcap_analysis::Quiet,
+            |_, ev| {
+                ev.clear();
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert!(d.complete, "{name}");
+        let p = d.pipe;
         for (i, tc) in conns.iter().enumerate() {
             // tcptrace numbers connections in order of first packet, as lnetcap does.
             let id = ConnId(i as u32);

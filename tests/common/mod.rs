@@ -3,8 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use lnetcap_analysis::Quiet;
 use lnetcap_capture::CaptureReader;
-use lnetcap_lnet::pipeline::{DecodeConfig, DecodeSummary, Pipeline};
+use lnetcap_lnet::pipeline::{DecodeConfig, DecodeSummary};
 use lnetcap_lnet::record::MessageRecord;
 use lnetcap_lnet::LnetEvent;
 use serde_json::Value;
@@ -23,24 +24,20 @@ pub fn lab_dir() -> PathBuf {
 /// accounting of one capture.
 pub fn decode(path: &Path) -> (Vec<Value>, DecodeSummary) {
     let mut reader = CaptureReader::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut pipe = Pipeline::new(DecodeConfig::default());
-    let mut events = Vec::new();
     let mut out = Vec::new();
-    let flush = |pipe: &Pipeline, events: &mut Vec<LnetEvent>, out: &mut Vec<Value>| {
+    let name = path.display().to_string();
+    let d = lnetcap_analysis::decode_source(&name, &mut reader, DecodeConfig::default(), &mut Quiet, |pipe, events| {
         for ev in events.drain(..) {
             if let LnetEvent::Message(m) = ev {
                 let tcp = pipe.connection(m.conn).map(|c| c.tuple(m.dir)).unwrap_or_default();
                 out.push(serde_json::to_value(MessageRecord::from_message(&m, tcp)).unwrap());
             }
         }
-    };
-    while let Some(pkt) = reader.next_packet().unwrap_or_else(|e| panic!("{}: {e}", path.display())) {
-        pipe.push(&pkt, &mut events);
-        flush(&pipe, &mut events, &mut out);
-    }
-    pipe.finish(&mut events);
-    flush(&pipe, &mut events, &mut out);
-    (out, pipe.summary())
+        Ok(())
+    })
+    .unwrap();
+    assert!(d.complete, "{name}: not read to its end");
+    (out, d.pipe.summary())
 }
 
 /// A capture of `n` Ethernet/IPv4/TCP packets of HTTP requests (port 80, no LNet), one
@@ -127,4 +124,55 @@ pub fn check_cwnd_against_truth(peer: &Value, truth: &[Value], cwnd_limited: boo
         n += 1;
     }
     n
+}
+
+/// A NID from its text form.
+pub fn nid(s: &str) -> lnetcap_lnet::nid::Nid {
+    lnetcap_lnet::nid::Nid::parse(s).unwrap()
+}
+
+/// Appends one LNet message (ksock header with its zero-copy cookie, LNet header with
+/// NID4 addresses and the Lustre pid, payload) to `v`.
+pub fn lnet(
+    v: &mut Vec<u8>,
+    src: &str,
+    dst: &str,
+    t: u32,
+    d: lnetcap_lnet::wire::LnetDetail,
+    payload: &[u8],
+    cookie: u64,
+) {
+    use lnetcap_lnet::wire::consts::{KSOCK_LNET, PID_LUSTRE};
+    use lnetcap_lnet::wire::{KsockHdr, LnetHdr, NID4};
+    KsockHdr { msg_type: KSOCK_LNET, csum: 0, zc_req_cookie: cookie, zc_ack_cookie: 0 }.emit(v);
+    LnetHdr {
+        dest_nid: nid(dst),
+        src_nid: nid(src),
+        dest_pid: PID_LUSTRE,
+        src_pid: PID_LUSTRE,
+        msg_type: t,
+        payload_length: payload.len() as u32,
+        detail: Some(d),
+        cut: None,
+    }
+    .emit(NID4, v);
+    v.extend_from_slice(payload);
+}
+
+/// A socklnd V3 HELLO of a CONTROL connection from `src` to `dst`.
+pub fn hello(src: &str, dst: &str) -> Vec<u8> {
+    use lnetcap_lnet::wire::consts::PID_LUSTRE;
+    lnetcap_lnet::wire::Hello {
+        version: 3,
+        flip: false,
+        src_nid: nid(src),
+        dst_nid: Some(nid(dst)),
+        src_pid: PID_LUSTRE,
+        dst_pid: 0,
+        src_incarnation: 0x17a5_0000_0000_0001,
+        dst_incarnation: 0,
+        conn_type: lnetcap_lnet::wire::conn_type::CONTROL,
+        ips: vec![],
+    }
+    .emit()
 }

@@ -28,7 +28,7 @@ pub struct DecodeConfig {
 impl Default for DecodeConfig {
     fn default() -> Self {
         Self {
-            ports: vec![988],
+            ports: vec![crate::wire::consts::ACCEPTOR_PORT],
             detect: true,
             series_interval_ns: lnetcap_tcp::perf::DEFAULT_SERIES_NS,
             tcp_perf: true,
@@ -324,6 +324,11 @@ impl Pipeline {
             last: Stamp::default(),
             kinds: BTreeMap::new(),
         }
+    }
+
+    /// The options it runs with.
+    pub fn config(&self) -> &DecodeConfig {
+        &self.dec.cfg
     }
 
     /// Processes one packet record; events are appended to `out`. Returns the reason when

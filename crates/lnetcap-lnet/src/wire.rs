@@ -34,6 +34,8 @@ pub mod consts {
     pub const LNET_MTU: u32 = 1 << 20;
     /// `LNET_PID_LUSTRE`.
     pub const PID_LUSTRE: u32 = 12345;
+    /// The LNet acceptor's TCP port (`accept_port`, 988 unless configured).
+    pub const ACCEPTOR_PORT: u16 = 988;
     /// `LNET_PID_USERFLAG`.
     pub const PID_USERFLAG: u32 = 0x8000_0000;
     /// `LNET_PROTO_PING_MATCHBITS`.

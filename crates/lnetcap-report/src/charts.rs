@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::model::{DirectionEntry, PeerEntry, Report};
+use lnetcap_analysis::report::{DirectionEntry, PeerEntry, Report};
 
 /// The family name the charts and the HTML page use for the embedded font.
 pub const FONT: &str = "lnetcap-sans";

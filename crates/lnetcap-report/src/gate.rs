@@ -105,7 +105,6 @@ pub fn field_unit(path: &str) -> (Dim, f64) {
 
 /// A literal's unit: (dimension, SI factor).
 fn literal_unit(u: &str) -> Option<(Dim, f64)> {
-    let bits = |f: f64| Some((Dim::Rate, f / 8.0));
     Some(match u {
         "%" => (Dim::Plain, 0.01),
         "ns" => (Dim::Time, 1e-9),
@@ -119,19 +118,7 @@ fn literal_unit(u: &str) -> Option<(Dim, f64)> {
         "KiB" => (Dim::Bytes, 1024.0),
         "MiB" => (Dim::Bytes, 1_048_576.0),
         "GiB" => (Dim::Bytes, 1_073_741_824.0),
-        "B/s" => (Dim::Rate, 1.0),
-        "kB/s" | "KB/s" => (Dim::Rate, 1e3),
-        "MB/s" => (Dim::Rate, 1e6),
-        "GB/s" => (Dim::Rate, 1e9),
-        "KiB/s" => (Dim::Rate, 1024.0),
-        "MiB/s" => (Dim::Rate, 1_048_576.0),
-        "GiB/s" => (Dim::Rate, 1_073_741_824.0),
-        "bit/s" | "bps" => return bits(1.0),
-        "Kbit" | "kbit" | "Kbit/s" | "kbit/s" | "Kbps" | "kbps" => return bits(1e3),
-        "Mbit" | "Mbit/s" | "Mbps" => return bits(1e6),
-        "Gbit" | "Gbit/s" | "Gbps" => return bits(1e9),
-        "Tbit" | "Tbit/s" | "Tbps" => return bits(1e12),
-        _ => return None,
+        _ => return lnetcap_analysis::defaults::rate_unit(u).map(|f| (Dim::Rate, f)),
     })
 }
 

@@ -11,7 +11,7 @@ use base64::Engine as _;
 
 use crate::charts::{self, limit_color, peer_label, Chart};
 use crate::fmt::{bytes, ms};
-use crate::model::{PeerEntry, Report};
+use lnetcap_analysis::report::{PeerEntry, Report};
 
 /// Escapes text for HTML.
 pub fn esc(s: &str) -> String {

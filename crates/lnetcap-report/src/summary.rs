@@ -3,7 +3,7 @@
 use std::io::{Result, Write};
 
 use crate::fmt::{bytes, ms};
-use crate::model::{PeerEntry, Report};
+use lnetcap_analysis::report::{PeerEntry, Report};
 
 /// A pair without bulk data: its RPC rate against RIF / (RTT + service), the latency split
 /// and the latency per opcode.
@@ -63,7 +63,7 @@ fn print_rate(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
 fn print_model(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
     let m = &e.model;
     let r = &e.rtt_us;
-    if e.binding_limit == crate::build::NO_BULK {
+    if e.binding_limit == lnetcap_analysis::build::NO_BULK {
         return print_rate(out, e);
     }
     writeln!(

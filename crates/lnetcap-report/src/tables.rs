@@ -17,7 +17,7 @@ use polars::prelude::{
     Column, CsvWriter, DataFrame, DataType, Field, NamedFrom, ParquetWriter, PolarsError, Schema, SerWriter, Series,
 };
 
-use crate::model::{ConnectionEntry, DirectionEntry, DirectionInterval, IntervalModel, PeerEntry, Report};
+use lnetcap_analysis::report::{ConnectionEntry, DirectionEntry, DirectionInterval, IntervalModel, PeerEntry, Report};
 
 /// Rows buffered before a batch is written.
 pub const BATCH_ROWS: usize = 16_384;

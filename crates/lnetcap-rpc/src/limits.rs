@@ -40,3 +40,16 @@ pub const SUSTAINED_NS: i64 = 100_000;
 /// RPCs built from snaplen-cut headers waiting for their bulk or reply, per peer pair
 /// (more than any concurrency a client runs; the oldest is dropped beyond it).
 pub const MAX_CUT_RPCS: usize = 4096;
+
+/// GET handles indexed at once (a GET waits for its REPLY about a round trip): more than
+/// the open RPCs × MDs of any server (16 k clients × 8 RPCs × 2 MDs). Entries of finished
+/// RPCs go first when it is full, and every second of capture time.
+pub const MAX_GET_HANDLES: usize = 1 << 18;
+
+/// ACK handles indexed at once (a PUT that asked for an LNet ACK), bounded like GETs.
+pub const MAX_ACK_HANDLES: usize = 1 << 18;
+
+/// Zero-copy messages waiting for their ZC-ACK (at most peer_credits per peer and
+/// direction in flight); one older than RPC_IDLE_TIMEOUT_NS is dropped, and when the index
+/// is full those older than REORDER_HORIZON_NS.
+pub const MAX_ZC_PENDING: usize = 1 << 18;

@@ -10,8 +10,8 @@ use lnetcap_lnet::wire::{conn_type, srpc, KsockHdr, LnetDetail, LnetHdr, Wmd};
 use lnetcap_tcp::{CapturePoint, Connection, Dir};
 
 use crate::limits::{
-    EMIT_DELAY_NS, MAX_BULK_MDS, MAX_OPEN_RPCS, REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS,
-    STEP_TOLERANCE_PER_LOOP, SUSTAINED_NS,
+    EMIT_DELAY_NS, MAX_ACK_HANDLES, MAX_BULK_MDS, MAX_GET_HANDLES, MAX_OPEN_RPCS, MAX_ZC_PENDING, REORDER_HORIZON_NS,
+    RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS, STEP_TOLERANCE_PER_LOOP, SUSTAINED_NS,
 };
 use crate::report::{
     CapturePointReport, ConnReport, InFlightReport, IntervalRow, LatencyReport, MessagesDirection, MessagesInFlight,
@@ -33,7 +33,7 @@ pub struct RpcConfig {
 
 impl Default for RpcConfig {
     fn default() -> Self {
-        Self { interval_ns: 100_000_000 }
+        Self { interval_ns: lnetcap_tcp::perf::DEFAULT_SERIES_NS }
     }
 }
 
@@ -138,6 +138,105 @@ struct PeerState {
 }
 
 impl PeerState {
+    /// Messages in flight per direction (client → server, server → client).
+    fn messages_directions(&self) -> Vec<MessagesDirection> {
+        (0..2)
+            .map(|d| {
+                let s = &self.mif[d];
+                let busy: i64 = s.time_at.iter().filter(|(l, _)| **l >= 1).map(|(_, t)| *t).sum();
+                let max = s.sustained_max(SUSTAINED_NS);
+                let at_max: i64 = if max >= 1 { s.time_at.range(max..).map(|(_, t)| *t).sum() } else { 0 };
+                let below = s.time_at.get(&(max - 1)).copied().unwrap_or(0);
+                let (from, to) = if d == 0 { (self.client, self.server) } else { (self.server, self.client) };
+                MessagesDirection {
+                    from: from.to_string(),
+                    to: to.to_string(),
+                    messages: self.mif_msgs[d],
+                    zero_copy: self.mif_zc[d],
+                    max,
+                    mean: s.mean(),
+                    time_at_max: if busy > 0 { at_max as f64 / busy as f64 } else { 0.0 },
+                    time_below_max: if busy > 0 { below as f64 / busy as f64 } else { 0.0 },
+                }
+            })
+            .collect()
+    }
+
+    /// The pair's time series, one row per interval with activity.
+    fn series(&self, interval: i64) -> Vec<IntervalRow> {
+        let mut series = Vec::new();
+        let rif: BTreeMap<i64, _> = self.rif.intervals().collect();
+        let m0: BTreeMap<i64, _> = self.mif[0].intervals().collect();
+        let m1: BTreeMap<i64, _> = self.mif[1].intervals().collect();
+        let mut ts: Vec<i64> = rif.keys().chain(m0.keys()).chain(m1.keys()).copied().collect();
+        ts.extend(self.bulk_read.keys().map(|i| i * interval));
+        ts.extend(self.bulk_write.keys().map(|i| i * interval));
+        ts.sort_unstable();
+        ts.dedup();
+        let per_s = 1e9 / interval as f64;
+        for t in ts {
+            let idx = t.div_euclid(interval);
+            let r = rif.get(&t).copied().unwrap_or_default();
+            series.push(IntervalRow {
+                t_ns: t,
+                read_bytes_per_s: self.bulk_read.get(&idx).copied().unwrap_or(0) as f64 * per_s,
+                write_bytes_per_s: self.bulk_write.get(&idx).copied().unwrap_or(0) as f64 * per_s,
+                rpcs_completed: self.completed.get(&idx).map_or(0, |c| c.2),
+                rpcs_in_flight_mean: r.mean,
+                rpcs_in_flight_max: r.max,
+                messages_in_flight_max_c2s: m0.get(&t).map_or(0, |x| x.max),
+                messages_in_flight_max_s2c: m1.get(&t).map_or(0, |x| x.max),
+            });
+        }
+        series
+    }
+
+    /// A finished RPC's share of the pair's statistics: missing parts, counts, latency
+    /// by opcode, pages, phases and service time (complete RPCs only).
+    fn tally(&mut self, rec: &RpcRecord) {
+        for m in &rec.missing {
+            *self.missing.entry(m).or_default() += 1;
+        }
+        if rec.partial {
+            self.partial += 1;
+        } else {
+            self.rpcs += 1;
+            self.bulk_msgs += u64::from(rec.bulk_messages);
+            if let Some(l) = rec.client_latency_us {
+                let name = rec.opc_name.clone().unwrap_or_else(|| "unknown".into());
+                let name = if self.opc_latency.len() >= MAX_OPCODES && !self.opc_latency.contains_key(&name) {
+                    "other".to_string()
+                } else {
+                    name
+                };
+                let q = self.opc_latency.entry(name).or_default();
+                q.0.add(l);
+                if let Some(sv) = rec.phases.server_us {
+                    q.1.add(sv);
+                }
+                self.latency.add(l);
+                self.latency_hist.tally(l.round() as u64);
+            }
+            if rec.bytes > 0 {
+                self.pages.tally(rec.bytes.div_ceil(4096));
+            }
+            let ph = rec.phases;
+            // Where some of the bulk may have gone unseen, its start and end are not known:
+            // only the request and reply phases count.
+            let bulk_known = !rec.missing.contains(&"bulk_unknown");
+            for (k, v) in
+                [ph.request_us, ph.server_wait_us, ph.bulk_us, ph.server_us, ph.reply_us].into_iter().enumerate()
+            {
+                if let Some(v) = v.filter(|_| bulk_known || k == 0 || k == 4) {
+                    self.phase[k].add(v);
+                }
+            }
+            if let Some(s) = rec.service_time_s {
+                self.service.add(f64::from(s));
+            }
+        }
+    }
+
     fn new(client: Nid, server: Nid, interval: i64) -> Self {
         Self {
             client,
@@ -198,7 +297,21 @@ enum Parked {
 
 /// `gets` index of a GET parked before its request: its order is kept from its arrival,
 /// and `parked_gets` says whose it is.
-const PARKED: usize = usize::MAX;
+const PARKED: Handle = Handle { slot: usize::MAX, id: u64::MAX };
+
+/// An index's reference to an open RPC: its slot and the id of the RPC the slot held when
+/// the entry was made (a generation): an entry whose RPC finished, and whose slot a later
+/// RPC took, no longer resolves ([`Tracker::resolve`]) rather than reaching the wrong RPC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Handle {
+    slot: usize,
+    id: u64,
+}
+
+/// The slot of a live handle.
+fn resolve(slots: &[Option<Open>], h: Handle) -> Option<usize> {
+    slots.get(h.slot)?.as_ref().filter(|o| o.rec.id == h.id).map(|_| h.slot)
+}
 
 /// Inferred REPLYs of one connection direction and the order of the GET the last decoded
 /// REPLY answered.
@@ -218,8 +331,8 @@ const MAX_OPCODES: usize = 256;
 const MAX_INFERRED_PENDING: usize = 4096;
 
 /// A zero-copy message waiting for its ZC-ACK: (peer pair, direction, sender's one-way
-/// delay from the capture point).
-type ZcPending = ((Nid, Nid), usize, i64);
+/// delay from the capture point, capture time of the message).
+type ZcPending = ((Nid, Nid), usize, i64, i64);
 
 /// Rebuilds RPCs and in-flight series from decoded messages.
 pub struct Tracker {
@@ -234,7 +347,7 @@ pub struct Tracker {
     bulkids: HashMap<Key, usize>,
     /// GET return_wmd → (RPC, order, sink length) (the REPLY carries it as dst_wmd):
     /// keyed by (GET sender, wmd).
-    gets: HashMap<(Nid, Wmd), (usize, u64, u32)>,
+    gets: HashMap<(Nid, Wmd), (Handle, u64, u32)>,
     get_seq: u64,
     /// GETs parked before their request (in `gets` as PARKED): (GET sender, wmd) →
     /// (client, server, match bits).
@@ -253,7 +366,7 @@ pub struct Tracker {
     /// upper bound of PTLRPC_BULK_OPS_COUNT and so of an RPC's MDs.
     xid_align: HashMap<Nid, u64>,
     /// PUT ack_wmd → RPC (the LNet ACK carries it): (PUT sender, wmd), is the reply.
-    acks: HashMap<(Nid, Wmd), (usize, bool)>,
+    acks: HashMap<(Nid, Wmd), (Handle, bool)>,
     conns: BTreeMap<u32, ConnTrack>,
     /// Peer states by (client, server).
     peers: BTreeMap<(Nid, Nid), PeerState>,
@@ -262,6 +375,8 @@ pub struct Tracker {
     zc_pending: HashMap<(Nid, Nid, u64), ZcPending>,
     now_ns: i64,
     last_expiry_ns: i64,
+    /// A full index is pruned again no sooner than this (capture time).
+    prune_again_ns: i64,
     /// Messages that belong to no RPC, by reason.
     pub unmatched: BTreeMap<&'static str, u64>,
     capture_points: HashMap<u32, CapturePoint>,
@@ -276,6 +391,26 @@ impl std::fmt::Debug for Tracker {
             .field("peers", &self.peers.len())
             .finish_non_exhaustive()
     }
+}
+
+/// Where the capture was taken, from the connection with the smallest handshake RTT.
+fn capture_point_report(cps: &[(CapturePoint, bool)]) -> Option<CapturePointReport> {
+    cps.iter().min_by_key(|(cp, _)| cp.rtt_ns()).map(|(cp, active_is_client)| {
+        let (c, s) = if *active_is_client {
+            (cp.active_owd_ns, cp.passive_owd_ns)
+        } else {
+            (cp.passive_owd_ns, cp.active_owd_ns)
+        };
+        let rtt = (2 * (c + s)).max(1) as f64;
+        let side = if 2.0 * c as f64 <= 0.1 * rtt {
+            "client"
+        } else if 2.0 * s as f64 <= 0.1 * rtt {
+            "server"
+        } else {
+            "middle"
+        };
+        CapturePointReport { client_one_way_us: c as f64 / 1000.0, server_one_way_us: s as f64 / 1000.0, side }
+    })
 }
 
 fn hex(v: u64) -> String {
@@ -314,6 +449,7 @@ impl Tracker {
             zc_pending: HashMap::new(),
             now_ns: i64::MIN,
             last_expiry_ns: i64::MIN,
+            prune_again_ns: i64::MIN,
             unmatched: BTreeMap::new(),
             capture_points: HashMap::new(),
             cut: HashMap::new(),
@@ -442,7 +578,7 @@ impl Tracker {
             KsockHdr { zc_req_cookie: 0, ..h }.acked_cookies()
         };
         for c in cookies {
-            if let Some((pk, dir, owd)) = self.zc_pending.remove(&(sender, acker, c)) {
+            if let Some((pk, dir, owd, _)) = self.zc_pending.remove(&(sender, acker, c)) {
                 // The sender gets the ZC-ACK one one-way delay after the capture point.
                 if let Some(p) = self.peers.get_mut(&pk) {
                     p.mif[dir].push(ts + owd, -1);
@@ -687,7 +823,10 @@ impl Tracker {
                     Some(ack) => self.peer(client, server).mif[dir].push_interval(m.first.ts_ns - owd, ack + owd),
                     None => {
                         self.peer(client, server).mif[dir].push(m.first.ts_ns - owd, 1);
-                        self.zc_pending.insert((hdr.src_nid, hdr.dest_nid, zc_cookie), ((client, server), dir, owd));
+                        self.insert_zc(
+                            (hdr.src_nid, hdr.dest_nid, zc_cookie),
+                            ((client, server), dir, owd, m.last.ts_ns),
+                        );
                     }
                 }
             } else {
@@ -817,7 +956,7 @@ impl Tracker {
                     Some(i) => {
                         self.bulk_data(i, m.first.ts_ns, m.last.ts_ns, hdr.payload_length, mb, true);
                         if !ack_wmd.is_none() && !ack_wmd.is_unknown() {
-                            self.acks.insert((hdr.src_nid, ack_wmd), (i, false));
+                            self.insert_ack((hdr.src_nid, ack_wmd), i, false);
                         }
                     }
                     None => self.park(Orphan {
@@ -894,7 +1033,7 @@ impl Tracker {
                 } else {
                     let ack = (!ack_wmd.is_none()).then_some(ack_wmd);
                     if let Some(w) = ack {
-                        self.acks.insert((hdr.src_nid, w), (i, true));
+                        self.insert_ack((hdr.src_nid, w), i, true);
                     }
                     self.final_reply(i, m, status, service, ack.is_some());
                 }
@@ -934,7 +1073,7 @@ impl Tracker {
                 }
                 self.request(Kind::LnetPing, key, m, owd, out);
                 self.get_seq += 1;
-                self.gets.insert((hdr.src_nid, wmd), (i, self.get_seq, sink));
+                self.insert_get((hdr.src_nid, wmd), i, self.get_seq, sink);
                 Some((client, server))
             }
             52 => {
@@ -943,7 +1082,7 @@ impl Tracker {
                     Some(i) => {
                         self.bulk_start(i, m.first.ts_ns, m.last.ts_ns);
                         self.get_seq += 1;
-                        self.gets.insert((hdr.src_nid, wmd), (i, self.get_seq, sink));
+                        self.insert_get((hdr.src_nid, wmd), i, self.get_seq, sink);
                     }
                     None => {
                         self.park_get(hdr.src_nid, wmd, (client, server, mb));
@@ -966,7 +1105,7 @@ impl Tracker {
                         o.bulk_mbits_seen.push(mb);
                         o.expected_bytes += u64::from(sink);
                         self.get_seq += 1;
-                        self.gets.insert((hdr.src_nid, wmd), (i, self.get_seq, sink));
+                        self.insert_get((hdr.src_nid, wmd), i, self.get_seq, sink);
                     }
                     None => self.park(Orphan {
                         client,
@@ -1015,13 +1154,13 @@ impl Tracker {
             let mut between: Vec<((Nid, Wmd), u64, u32)> = self
                 .gets
                 .iter()
-                .filter(|(k, (i, seq, _))| {
+                .filter(|(k, (h, seq, _))| {
                     k.0 == hdr.dest_nid
                         && *seq > prev_seq
                         && *seq < next_seq
-                        && match slots.get(*i).and_then(Option::as_ref) {
+                        && match resolve(slots, *h).and_then(|i| slots[i].as_ref()) {
                             Some(o) => o.client == hdr.src_nid,
-                            None => parked.get(*k).is_some_and(|p| p.0 == hdr.src_nid),
+                            None => *h == PARKED && parked.get(*k).is_some_and(|p| p.0 == hdr.src_nid),
                         }
                 })
                 .map(|(k, (_, seq, sink))| (*k, *seq, *sink))
@@ -1043,18 +1182,18 @@ impl Tracker {
                 }
             }
         }
-        let Some((i, _, _)) = found else {
+        let Some((h, _, _)) = found else {
             self.unmatched("reply_without_get");
             self.note_uncertain(hdr.src_nid, hdr.dest_nid, m.first.ts_ns);
             return None;
         };
-        if i == PARKED {
+        if h == PARKED {
             let key = (hdr.dest_nid, wmd);
             let owner = self.parked_gets.get(&key).map(|p| (p.0, p.1));
             self.reply_to_get(key, (PARKED, 0, 0), m.first.ts_ns, m.last.ts_ns, hdr.payload_length);
             return owner;
         }
-        self.slots[i].as_ref()?;
+        let i = resolve(&self.slots, h)?;
         let (kind, client, server) = {
             let o = self.slot(i);
             (o.kind, o.client, o.server)
@@ -1072,8 +1211,8 @@ impl Tracker {
         let found = self.acks.remove(&(hdr.dest_nid, wmd));
         let (client, server) = (hdr.src_nid, hdr.dest_nid);
         match found {
-            Some((i, true)) => {
-                if self.slots[i].is_some() {
+            Some((h, true)) => {
+                if let Some(i) = resolve(&self.slots, h) {
                     let o = self.slot(i);
                     o.rec.t_reply_ack_ns = Some(m.last.ts_ns);
                     o.awaiting_reply_ack = false;
@@ -1082,8 +1221,8 @@ impl Tracker {
                     }
                 }
             }
-            Some((i, false)) => {
-                if self.slots[i].is_some() {
+            Some((h, false)) => {
+                if let Some(i) = resolve(&self.slots, h) {
                     self.slot(i).last_ns = m.last.ts_ns;
                 }
             }
@@ -1170,16 +1309,99 @@ impl Tracker {
     fn park_get(&mut self, sender: Nid, wmd: Wmd, owner: (Nid, Nid, u64)) {
         if self.parked_gets.len() < MAX_OPEN_RPCS {
             self.get_seq += 1;
-            self.gets.insert((sender, wmd), (PARKED, self.get_seq, 0));
+            if self.gets.len() < MAX_GET_HANDLES {
+                self.gets.insert((sender, wmd), (PARKED, self.get_seq, 0));
+            }
             self.parked_gets.insert((sender, wmd), owner);
         }
     }
 
+    /// Drops index entries whose RPC finished: GET and ACK handles that no longer
+    /// resolve, GETs parked for no orphan.
+    fn prune_handles(&mut self) {
+        let (slots, parked) = (&self.slots, &self.parked_gets);
+        self.gets.retain(|k, v| if v.0 == PARKED { parked.contains_key(k) } else { resolve(slots, v.0).is_some() });
+        self.acks.retain(|_, v| resolve(slots, v.0).is_some());
+    }
+
+    /// `prune_handles` for a full index, at most once a second of capture time (an index
+    /// full of live entries would otherwise be scanned at every insert).
+    fn prune_when_full(&mut self) {
+        if self.now_ns >= self.prune_again_ns {
+            self.prune_handles();
+            self.prune_again_ns = self.now_ns + 1_000_000_000;
+        }
+    }
+
+    fn handle(&self, i: usize) -> Handle {
+        Handle { slot: i, id: self.slots[i].as_ref().map_or(u64::MAX, |o| o.rec.id) }
+    }
+
+    /// Indexes a GET handle of the RPC in slot `i` (bounded: MAX_GET_HANDLES; when full,
+    /// finished RPCs' entries go first, then the GET is not indexed and counted).
+    fn insert_get(&mut self, key: (Nid, Wmd), i: usize, seq: u64, sink: u32) {
+        if self.gets.len() >= MAX_GET_HANDLES && !self.gets.contains_key(&key) {
+            self.prune_when_full();
+            if self.gets.len() >= MAX_GET_HANDLES {
+                self.unmatched("get_index_full");
+                return;
+            }
+        }
+        let h = self.handle(i);
+        self.gets.insert(key, (h, seq, sink));
+    }
+
+    /// Indexes an ACK handle (bounded like `insert_get`: MAX_ACK_HANDLES).
+    fn insert_ack(&mut self, key: (Nid, Wmd), i: usize, reply: bool) {
+        if self.acks.len() >= MAX_ACK_HANDLES && !self.acks.contains_key(&key) {
+            self.prune_when_full();
+            if self.acks.len() >= MAX_ACK_HANDLES {
+                self.unmatched("ack_index_full");
+                return;
+            }
+        }
+        let h = self.handle(i);
+        self.acks.insert(key, (h, reply));
+    }
+
+    /// A zero-copy message waiting for its ZC-ACK (bounded: MAX_ZC_PENDING; when full the
+    /// message is not indexed, and its ACK will count as unmatched).
+    fn insert_zc(&mut self, key: (Nid, Nid, u64), z: ZcPending) {
+        if self.zc_pending.len() >= MAX_ZC_PENDING && !self.zc_pending.contains_key(&key) {
+            if self.now_ns >= self.prune_again_ns {
+                let old = self.now_ns - REORDER_HORIZON_NS;
+                self.zc_pending.retain(|_, z| z.3 > old);
+                self.prune_again_ns = self.now_ns + 1_000_000_000;
+            }
+            if self.zc_pending.len() >= MAX_ZC_PENDING {
+                self.unmatched("zc_index_full");
+                return;
+            }
+        }
+        self.zc_pending.insert(key, z);
+    }
+
+    /// Live entries of each index, with its limit (tests and diagnostics: none may exceed
+    /// its limit).
+    pub fn index_sizes(&self) -> Vec<(&'static str, usize, usize)> {
+        vec![
+            ("open_rpcs", self.by_key.len(), MAX_OPEN_RPCS),
+            ("get_handles", self.gets.len(), MAX_GET_HANDLES),
+            ("ack_handles", self.acks.len(), MAX_ACK_HANDLES),
+            ("zc_pending", self.zc_pending.len(), MAX_ZC_PENDING),
+            ("zc_early", self.zc_early.len(), MAX_OPEN_RPCS),
+            ("parked_gets", self.parked_gets.len(), MAX_OPEN_RPCS),
+            ("orphans", self.orphans.len(), MAX_OPEN_RPCS),
+        ]
+    }
+
     /// A REPLY (write data) answers the GET `key` (removed from `gets` as `got`): its RPC's
     /// bulk, or parked beside the GET until the request comes.
-    fn reply_to_get(&mut self, key: (Nid, Wmd), got: (usize, u64, u32), first: i64, last: i64, len: u32) {
+    fn reply_to_get(&mut self, key: (Nid, Wmd), got: (Handle, u64, u32), first: i64, last: i64, len: u32) {
         if got.0 != PARKED {
-            self.bulk_data(got.0, first, last, len, u64::MAX, false);
+            if let Some(i) = resolve(&self.slots, got.0) {
+                self.bulk_data(i, first, last, len, u64::MAX, false);
+            }
         } else if let Some(&(client, server, mb)) = self.parked_gets.get(&key) {
             self.park(Orphan { client, server, mb, first_ns: first, last_ns: last, what: Parked::Reply { len } });
         }
@@ -1215,7 +1437,7 @@ impl Tracker {
                 Parked::Data { len, ack_wmd, sender } => {
                     self.bulk_data(i, x.first_ns, x.last_ns, len, x.mb, true);
                     if !ack_wmd.is_none() && !ack_wmd.is_unknown() {
-                        self.acks.insert((sender, ack_wmd), (i, false));
+                        self.insert_ack((sender, ack_wmd), i, false);
                     }
                 }
                 Parked::Get { wmd, sink, sender } => {
@@ -1226,14 +1448,14 @@ impl Tracker {
                     let key = (sender, wmd);
                     match (self.parked_gets.remove(&key), self.gets.get(&key).copied()) {
                         // In order of its arrival, not of its request's.
-                        (Some(_), Some((PARKED, seq, _))) => {
-                            self.gets.insert(key, (i, seq, sink));
+                        (Some(_), Some((h, seq, _))) if h == PARKED => {
+                            self.insert_get(key, i, seq, sink);
                         }
                         // Its REPLY came already and was parked with it.
                         (Some(_), _) => {}
                         (None, _) => {
                             self.get_seq += 1;
-                            self.gets.insert(key, (i, self.get_seq, sink));
+                            self.insert_get(key, i, self.get_seq, sink);
                         }
                     }
                 }
@@ -1357,47 +1579,7 @@ impl Tracker {
             }
             c.2 += 1;
         }
-        for m in &rec.missing {
-            *p.missing.entry(m).or_default() += 1;
-        }
-        if rec.partial {
-            p.partial += 1;
-        } else {
-            p.rpcs += 1;
-            p.bulk_msgs += u64::from(rec.bulk_messages);
-            if let Some(l) = rec.client_latency_us {
-                let name = rec.opc_name.clone().unwrap_or_else(|| "unknown".into());
-                let name = if p.opc_latency.len() >= MAX_OPCODES && !p.opc_latency.contains_key(&name) {
-                    "other".to_string()
-                } else {
-                    name
-                };
-                let q = p.opc_latency.entry(name).or_default();
-                q.0.add(l);
-                if let Some(sv) = rec.phases.server_us {
-                    q.1.add(sv);
-                }
-                p.latency.add(l);
-                p.latency_hist.tally(l.round() as u64);
-            }
-            if rec.bytes > 0 {
-                p.pages.tally(rec.bytes.div_ceil(4096));
-            }
-            let ph = rec.phases;
-            // Where some of the bulk may have gone unseen, its start and end are not known:
-            // only the request and reply phases count.
-            let bulk_known = !rec.missing.contains(&"bulk_unknown");
-            for (k, v) in
-                [ph.request_us, ph.server_wait_us, ph.bulk_us, ph.server_us, ph.reply_us].into_iter().enumerate()
-            {
-                if let Some(v) = v.filter(|_| bulk_known || k == 0 || k == 4) {
-                    p.phase[k].add(v);
-                }
-            }
-            if let Some(s) = rec.service_time_s {
-                p.service.add(f64::from(s));
-            }
-        }
+        p.tally(&rec);
         out.push(rec);
     }
 
@@ -1428,7 +1610,9 @@ impl Tracker {
             })
             .collect();
         self.parked_gets.retain(|k, _| live.contains(k));
-        self.gets.retain(|k, v| v.0 != PARKED || live.contains(k));
+        self.prune_handles();
+        let old = self.now_ns - RPC_IDLE_TIMEOUT_NS;
+        self.zc_pending.retain(|_, z| z.3 > old);
         let dropped = (before - self.orphans.len()) as u64;
         if dropped > 0 {
             *self.unmatched.entry("bulk_without_request").or_default() += dropped;
@@ -1476,10 +1660,10 @@ impl Tracker {
             let mut after: Vec<((Nid, Wmd), u64, u32)> = self
                 .gets
                 .iter()
-                .filter(|((n, _), (i, seq, _))| {
+                .filter(|((n, _), (h, seq, _))| {
                     *n == server
                         && *seq > run.last_seq
-                        && slots.get(*i).and_then(Option::as_ref).is_some_and(|o| o.client == client)
+                        && resolve(slots, *h).and_then(|i| slots[i].as_ref()).is_some_and(|o| o.client == client)
                 })
                 .map(|(k, (_, seq, sink))| (*k, *seq, *sink))
                 .collect();
@@ -1490,7 +1674,7 @@ impl Tracker {
                 continue;
             }
             for (g, (first, last, len)) in after.into_iter().zip(run.pending) {
-                if let Some((i, _, _)) = self.gets.remove(&g.0) {
+                if let Some(i) = self.gets.remove(&g.0).and_then(|(h, _, _)| resolve(&self.slots, h)) {
                     self.bulk_data(i, first, last, len, u64::MAX, false);
                 }
             }
@@ -1499,159 +1683,112 @@ impl Tracker {
 
     /// Per-peer reports (call after [`finish`](Self::finish)), sorted by client then server.
     pub fn reports(&self) -> Vec<PeerReport> {
+        self.peers.values().map(|p| self.peer_report(p)).collect()
+    }
+
+    fn peer_report(&self, p: &PeerState) -> PeerReport {
         let interval = self.cfg.interval_ns;
-        self.peers
-            .values()
-            .map(|p| {
-                let window = match (p.first_ns, p.last_ns) {
-                    (Some(a), Some(b)) if b > a => {
-                        let fifth = (b - a) / 5;
-                        Some([a + fifth, b - fifth])
-                    }
-                    _ => None,
-                };
-                let throughput = window.map_or(0.0, |[a, b]| self.window_bytes(p, a, b) as f64 / ((b - a) as f64 / 1e9));
-                let pair = |c: &ConnTrack| matches!(c.nid, [Some(a), Some(b)] if (a, b) == (p.client, p.server) || (b, a) == (p.client, p.server));
-                let mut conns: Vec<ConnReport> = self
-                    .conns
-                    .iter()
-                    .filter(|(id, c)| p.conns.contains(id) || pair(c))
-                    .map(|(id, c)| {
-                        let (t, inferred) = conn_type_of(c);
-                        let active_is_client = c.active_is_client.unwrap_or(c.nid[0] == Some(p.client));
-                        ConnReport { id: *id, tcp: c.tcp.clone(), conn_type: conn_type::name(t), type_inferred: inferred, active_is_client }
-                    })
-                    .collect();
-                conns.sort_by_key(|c| c.id);
-                let cps: Vec<(CapturePoint, bool)> = conns.iter().filter_map(|c| self.capture_points.get(&c.id).map(|cp| (*cp, c.active_is_client))).collect();
-                let rtt = cps.iter().map(|(cp, _)| cp.rtt_ns()).min().map(|n| n as f64 / 1000.0);
-                let capture_point = cps.iter().min_by_key(|(cp, _)| cp.rtt_ns()).map(|(cp, active_is_client)| {
-                    let (c, s) = if *active_is_client { (cp.active_owd_ns, cp.passive_owd_ns) } else { (cp.passive_owd_ns, cp.active_owd_ns) };
-                    let rtt = (2 * (c + s)).max(1) as f64;
-                    let side = if 2.0 * c as f64 <= 0.1 * rtt {
-                        "client"
-                    } else if 2.0 * s as f64 <= 0.1 * rtt {
-                        "server"
-                    } else {
-                        "middle"
-                    };
-                    CapturePointReport { client_one_way_us: c as f64 / 1000.0, server_one_way_us: s as f64 / 1000.0, side }
-                });
-                let dirs: Vec<MessagesDirection> = (0..2)
-                    .map(|d| {
-                        let s = &p.mif[d];
-                        let busy: i64 = s.time_at.iter().filter(|(l, _)| **l >= 1).map(|(_, t)| *t).sum();
-                        let max = s.sustained_max(SUSTAINED_NS);
-                        let at_max: i64 = if max >= 1 { s.time_at.range(max..).map(|(_, t)| *t).sum() } else { 0 };
-                        let below = s.time_at.get(&(max - 1)).copied().unwrap_or(0);
-                        let (from, to) = if d == 0 { (p.client, p.server) } else { (p.server, p.client) };
-                        MessagesDirection {
-                            from: from.to_string(),
-                            to: to.to_string(),
-                            messages: p.mif_msgs[d],
-                            zero_copy: p.mif_zc[d],
-                            max,
-                            mean: s.mean(),
-                            time_at_max: if busy > 0 { at_max as f64 / busy as f64 } else { 0.0 },
-                            time_below_max: if busy > 0 { below as f64 / busy as f64 } else { 0.0 },
-                        }
-                    })
-                    .collect();
-                // Request → bulk start: where a server waits for a credit to send its bulk
-                // (bulk end → reply includes the inherent ZC-ACK / LNet ACK round trip).
-                let mds = if p.rpcs > 0 { ((p.bulk_msgs as f64 / p.rpcs as f64).round() as u64).max(1) } else { 1 };
-                // Bulk the server sends (reads) waits at the server for a credit: the slowest
-                // tenth of the RPCs start their bulk a tenth of a round trip or more after
-                // their request arrived (lab: 11 % of the RPCs of 12 RPCs on 8 credits at
-                // 40 ms; the simulator's 8 RPCs on 8 credits: 7 %, in the first round).
-                let wait_floor = rtt.map_or(1000.0, |r| (0.1 * r).max(1000.0));
-                let server_waits = p.phase[1].quantile(0.9).map(|w| w >= wait_floor);
-                let messages_in_flight = credit_inference(dirs, p.rif.max, mds, p.rpcs + p.partial, server_waits);
-                let mut series = Vec::new();
-                let rif: BTreeMap<i64, _> = p.rif.intervals().collect();
-                let m0: BTreeMap<i64, _> = p.mif[0].intervals().collect();
-                let m1: BTreeMap<i64, _> = p.mif[1].intervals().collect();
-                let mut ts: Vec<i64> = rif.keys().chain(m0.keys()).chain(m1.keys()).copied().collect();
-                ts.extend(p.bulk_read.keys().map(|i| i * interval));
-                ts.extend(p.bulk_write.keys().map(|i| i * interval));
-                ts.sort_unstable();
-                ts.dedup();
-                let per_s = 1e9 / interval as f64;
-                for t in ts {
-                    let idx = t.div_euclid(interval);
-                    let r = rif.get(&t).copied().unwrap_or_default();
-                    series.push(IntervalRow {
-                        t_ns: t,
-                        read_bytes_per_s: p.bulk_read.get(&idx).copied().unwrap_or(0) as f64 * per_s,
-                        write_bytes_per_s: p.bulk_write.get(&idx).copied().unwrap_or(0) as f64 * per_s,
-                        rpcs_completed: p.completed.get(&idx).map_or(0, |c| c.2),
-                        rpcs_in_flight_mean: r.mean,
-                        rpcs_in_flight_max: r.max,
-                        messages_in_flight_max_c2s: m0.get(&t).map_or(0, |x| x.max),
-                        messages_in_flight_max_s2c: m1.get(&t).map_or(0, |x| x.max),
-                    });
-                }
-                PeerReport {
-                    client_nid: p.client.to_string(),
-                    server_nid: p.server.to_string(),
-                    connections: conns,
-                    handshake_rtt_us: rtt,
-                    capture_point,
-                    rpcs: p.rpcs,
-                    rpcs_partial: p.partial,
-                    missing: p.missing.clone(),
-                    rpcs_by_opcode: p.by_opc.clone(),
-                    bytes_read: p.bytes_read,
-                    bytes_written: p.bytes_written,
-                    throughput_bytes_per_s: throughput,
-                    steady_window_ns: window,
-                    active_window_ns: p.first_ns.zip(p.last_ns).map(|(a, b)| [a, b]),
-                    latency_by_opcode: p
-                        .opc_latency
-                        .iter()
-                        .map(|(k, (l, sv))| {
-                            (
-                                k.clone(),
-                                OpcodeLatency {
-                                    rpcs: l.count(),
-                                    mean_us: l.mean(),
-                                    p50_us: l.quantile(0.5),
-                                    p95_us: l.quantile(0.95),
-                                    server_mean_us: sv.mean(),
-                                },
-                            )
-                        })
-                        .collect(),
-                    rpcs_in_flight: InFlightReport {
-                        mean: p.rif.mean(),
-                        max: p.rif.max,
-                        histogram: p.rif.at_increase.clone(),
-                        steady_mean: window.map_or(0.0, |[a, b]| p.rif.mean_between(a, b)),
-                    },
-                    messages_in_flight,
-                    latency_us: LatencyReport {
-                        p50: p.latency.quantile(0.5),
-                        p95: p.latency.quantile(0.95),
-                        p99: p.latency.quantile(0.99),
-                        max: p.latency.max(),
-                        mean: p.latency.mean(),
-                        histogram: p.latency_hist.clone(),
-                    },
-                    pages_per_rpc: p.pages.clone(),
-                    phases: PhaseReport {
-                        request_us: p.phase[0].mean(),
-                        server_wait_us: p.phase[1].mean(),
-                        bulk_us: p.phase[2].mean(),
-                        server_us: p.phase[3].mean(),
-                        reply_us: p.phase[4].mean(),
-                        service_time_s: p.service.mean(),
-                        server_wait_min_us: p.phase[1].min(),
-                        server_min_us: p.phase[3].min(),
-                    },
-                    timeseries: series,
+        let window = match (p.first_ns, p.last_ns) {
+            (Some(a), Some(b)) if b > a => {
+                let fifth = (b - a) / 5;
+                Some([a + fifth, b - fifth])
+            }
+            _ => None,
+        };
+        let throughput = window.map_or(0.0, |[a, b]| self.window_bytes(p, a, b) as f64 / ((b - a) as f64 / 1e9));
+        let pair = |c: &ConnTrack| matches!(c.nid, [Some(a), Some(b)] if (a, b) == (p.client, p.server) || (b, a) == (p.client, p.server));
+        let mut conns: Vec<ConnReport> = self
+            .conns
+            .iter()
+            .filter(|(id, c)| p.conns.contains(id) || pair(c))
+            .map(|(id, c)| {
+                let (t, inferred) = conn_type_of(c);
+                let active_is_client = c.active_is_client.unwrap_or(c.nid[0] == Some(p.client));
+                ConnReport {
+                    id: *id,
+                    tcp: c.tcp.clone(),
+                    conn_type: conn_type::name(t),
+                    type_inferred: inferred,
+                    active_is_client,
                 }
             })
-            .collect()
+            .collect();
+        conns.sort_by_key(|c| c.id);
+        let cps: Vec<(CapturePoint, bool)> =
+            conns.iter().filter_map(|c| self.capture_points.get(&c.id).map(|cp| (*cp, c.active_is_client))).collect();
+        let rtt = cps.iter().map(|(cp, _)| cp.rtt_ns()).min().map(|n| n as f64 / 1000.0);
+        let capture_point = capture_point_report(&cps);
+        let dirs = p.messages_directions();
+        // Request → bulk start: where a server waits for a credit to send its bulk
+        // (bulk end → reply includes the inherent ZC-ACK / LNet ACK round trip).
+        let mds = if p.rpcs > 0 { ((p.bulk_msgs as f64 / p.rpcs as f64).round() as u64).max(1) } else { 1 };
+        // Bulk the server sends (reads) waits at the server for a credit: the slowest
+        // tenth of the RPCs start their bulk a tenth of a round trip or more after
+        // their request arrived (lab: 11 % of the RPCs of 12 RPCs on 8 credits at
+        // 40 ms; the simulator's 8 RPCs on 8 credits: 7 %, in the first round).
+        let wait_floor = rtt.map_or(1000.0, |r| (0.1 * r).max(1000.0));
+        let server_waits = p.phase[1].quantile(0.9).map(|w| w >= wait_floor);
+        let messages_in_flight = credit_inference(dirs, p.rif.max, mds, p.rpcs + p.partial, server_waits);
+        let series = p.series(interval);
+        PeerReport {
+            client_nid: p.client.to_string(),
+            server_nid: p.server.to_string(),
+            connections: conns,
+            handshake_rtt_us: rtt,
+            capture_point,
+            rpcs: p.rpcs,
+            rpcs_partial: p.partial,
+            missing: p.missing.clone(),
+            rpcs_by_opcode: p.by_opc.clone(),
+            bytes_read: p.bytes_read,
+            bytes_written: p.bytes_written,
+            throughput_bytes_per_s: throughput,
+            steady_window_ns: window,
+            active_window_ns: p.first_ns.zip(p.last_ns).map(|(a, b)| [a, b]),
+            latency_by_opcode: p
+                .opc_latency
+                .iter()
+                .map(|(k, (l, sv))| {
+                    (
+                        k.clone(),
+                        OpcodeLatency {
+                            rpcs: l.count(),
+                            mean_us: l.mean(),
+                            p50_us: l.quantile(0.5),
+                            p95_us: l.quantile(0.95),
+                            server_mean_us: sv.mean(),
+                        },
+                    )
+                })
+                .collect(),
+            rpcs_in_flight: InFlightReport {
+                mean: p.rif.mean(),
+                max: p.rif.max,
+                histogram: p.rif.at_increase.clone(),
+                steady_mean: window.map_or(0.0, |[a, b]| p.rif.mean_between(a, b)),
+            },
+            messages_in_flight,
+            latency_us: LatencyReport {
+                p50: p.latency.quantile(0.5),
+                p95: p.latency.quantile(0.95),
+                p99: p.latency.quantile(0.99),
+                max: p.latency.max(),
+                mean: p.latency.mean(),
+                histogram: p.latency_hist.clone(),
+            },
+            pages_per_rpc: p.pages.clone(),
+            phases: PhaseReport {
+                request_us: p.phase[0].mean(),
+                server_wait_us: p.phase[1].mean(),
+                bulk_us: p.phase[2].mean(),
+                server_us: p.phase[3].mean(),
+                reply_us: p.phase[4].mean(),
+                service_time_s: p.service.mean(),
+                server_wait_min_us: p.phase[1].min(),
+                server_min_us: p.phase[3].min(),
+            },
+            timeseries: series,
+        }
     }
 
     /// Bulk bytes of RPCs that completed in [a, b), counted exactly at interval resolution

@@ -570,7 +570,7 @@ impl Sim {
         let (i0, i1) = (isn(), isn());
         let mut c = Conn {
             hosts: [client, server],
-            ports: [port, 988],
+            ports: [port, ACCEPTOR_PORT],
             tx: [TxDir::default(), TxDir::default()],
             rx: [RxDir::default(), RxDir::default()],
             peer,

@@ -190,8 +190,13 @@ const RECENT_LOOPS: usize = 64;
 /// cost more than the rest of the TCP analysis).
 const RECENT_REFRESH: u64 = 16;
 
-/// Default series interval, ns.
+/// Default series interval, ns: the one default of every time series and per-interval
+/// model (`lnetcap analyze --interval-ms`); lnetcap-analysis's `defaults` names it.
 pub const DEFAULT_SERIES_NS: i64 = 100_000_000;
+
+/// Linux's minimum retransmission timeout (TCP_RTO_MIN, 200 ms): a resend this long after
+/// the last progress is a timeout, and an idle this long restarts the window estimate.
+pub const MIN_RTO_NS: i64 = 200_000_000;
 
 #[derive(Debug, Clone, Copy)]
 struct SentSeg {
@@ -240,7 +245,7 @@ impl DirState {
         } else {
             if self.dup_count >= 3 {
                 self.perf.retransmits_fast += 1;
-            } else if ts - self.last_progress_ts >= (2 * loop_ns).max(200_000_000) {
+            } else if ts - self.last_progress_ts >= (2 * loop_ns).max(MIN_RTO_NS) {
                 self.perf.retransmits_timeout += 1;
             }
             // Loss recovery lasts until everything sent so far is acknowledged.
@@ -773,7 +778,7 @@ impl DirPerf {
     /// Adds a bytes-in-flight sample to the series; the idle time that restarts the
     /// window estimate is max(200 ms, 2 × the running loop median).
     fn add_flight(&mut self, s: &FlightSample, series_ns: i64) {
-        let idle = (2 * self.recent_loop().unwrap_or(0)).max(200_000_000);
+        let idle = (2 * self.recent_loop().unwrap_or(0)).max(MIN_RTO_NS);
         let c = self.cwnd.add(s, idle);
         let k = s.t.div_euclid(series_ns) * series_ns;
         // Samples come in time order: the bucket is almost always the last one.

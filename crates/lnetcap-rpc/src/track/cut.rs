@@ -181,7 +181,7 @@ impl Tracker {
                 // The REPLY carries the GET's handle whole: it finds the RPC by it. The sink
                 // length is past the snaplen (0: any REPLY length fits).
                 self.get_seq += 1;
-                self.gets.insert((hdr.src_nid, w), (i, self.get_seq, 0));
+                self.insert_get((hdr.src_nid, w), i, self.get_seq, 0);
             }
         }
     }

@@ -11,7 +11,7 @@ use lnetcap_rpc::PeerReport;
 use lnetcap_tcp::perf::DirPerf;
 use lnetcap_tcp::ConnId;
 
-use crate::model::{
+use crate::report::{
     ConnectionEntry, DirectionEntry, DirectionInterval, DirectionTcp, Fits, IntervalModel, ModelReport, PeerEntry,
     RateReport,
 };
@@ -250,6 +250,19 @@ fn rate_report(peer: &PeerReport, rtt: &RttReport) -> RateReport {
     RateReport { inputs, out: rate_model(&inputs) }
 }
 
+/// The best sustained rate: the largest 1 s mean of the per-interval bulk rate (windows
+/// of a third of the active period when that is shorter than 1 s).
+fn best_sustained(peer: &PeerReport) -> f64 {
+    let rates: Vec<f64> = peer.timeseries.iter().map(|r| r.read_bytes_per_s + r.write_bytes_per_s).collect();
+    let span = if peer.timeseries.len() >= 2 {
+        let per_s = (1e9 / (peer.timeseries[1].t_ns - peer.timeseries[0].t_ns).max(1) as f64).round() as usize;
+        per_s.min(peer.timeseries.len() / 3).max(1)
+    } else {
+        1
+    };
+    rates.windows(span.min(rates.len()).max(1)).map(|w| w.iter().sum::<f64>() / w.len() as f64).fold(0.0, f64::max)
+}
+
 pub fn peer_entry(
     pipe: &Pipeline,
     peer: PeerReport,
@@ -274,17 +287,7 @@ pub fn peer_entry(
     let mut tcp = tcp_report(&conns, &bulk, peer.steady_window_ns);
     let rpcs = peer.rpcs + peer.rpcs_partial;
     let bs = if rpcs > 0 { (peer.bytes_read + peer.bytes_written) as f64 / rpcs as f64 } else { 0.0 };
-    // The best sustained rate: the largest 1 s mean of the per-interval bulk rate.
-    let rates: Vec<f64> = peer.timeseries.iter().map(|r| r.read_bytes_per_s + r.write_bytes_per_s).collect();
-    // Windows of 1 s, or a third of the active period when it is shorter.
-    let span = if peer.timeseries.len() >= 2 {
-        let per_s = (1e9 / (peer.timeseries[1].t_ns - peer.timeseries[0].t_ns).max(1) as f64).round() as usize;
-        per_s.min(peer.timeseries.len() / 3).max(1)
-    } else {
-        1
-    };
-    let best =
-        rates.windows(span.min(rates.len()).max(1)).map(|w| w.iter().sum::<f64>() / w.len() as f64).fold(0.0, f64::max);
+    let best = best_sustained(&peer);
     let peers_of_server = all.iter().filter(|p| p.server_nid == peer.server_nid).count() as u64;
     let bulk_msg = bs.min(1_048_576.0);
     unless_in_flight(&mut peer.messages_in_flight, tcp.cwnd_estimate_max as f64, bulk_msg);
@@ -292,8 +295,11 @@ pub fn peer_entry(
     let loss = tcp.retransmits > tcp.retransmits_spurious;
     let steady_state =
         peer.steady_window_ns.is_some_and(|[a, b]| rtt_us > 0.0 && (b - a) as f64 >= 10.0 * rtt_us * 1000.0);
-    let interval_ns =
-        if peer.timeseries.len() >= 2 { peer.timeseries[1].t_ns - peer.timeseries[0].t_ns } else { 100_000_000 };
+    let interval_ns = if peer.timeseries.len() >= 2 {
+        peer.timeseries[1].t_ns - peer.timeseries[0].t_ns
+    } else {
+        crate::defaults::INTERVAL_NS
+    };
     let cwnd_iv = lnetcap_rpc::tcp::cwnd_by_interval(&conns, &bulk);
     // The window still opening over the steady window (its last interval's estimate a
     // tenth above its first's) is congestion control acting too.
@@ -344,19 +350,12 @@ pub fn peer_entry(
     let selftest = peer.rpcs_by_opcode.keys().any(|k| k.starts_with("BRW"));
     // A pair without bulk data (metadata, pings) has no throughput to explain.
     let no_bulk = peer.bytes_read + peer.bytes_written == 0;
+    // Messages each RPC puts in flight at once: its bulk MDs (4 for a 4 MiB RPC).
+    let wanted = f64::from(peer.rpcs_in_flight.max as u32) * (bs / bulk_msg.max(1.0)).round().max(1.0);
     let advice = if no_bulk {
         Vec::new()
     } else {
-        advise(
-            &inp,
-            &out,
-            selftest,
-            !reads,
-            // Messages each RPC puts in flight at once: its bulk MDs (4 for a 4 MiB RPC).
-            f64::from(peer.rpcs_in_flight.max as u32) * (bs / bulk_msg.max(1.0)).round().max(1.0),
-            peers_of_server,
-            tcp.retransmitted_share,
-        )
+        advise(&inp, &out, selftest, !reads, wanted, peers_of_server, tcp.retransmitted_share)
     };
     let rate = no_bulk.then(|| rate_report(&peer, &rtt));
     PeerEntry {

@@ -1,0 +1,286 @@
+//! Sources in, a [`Report`] out.
+
+use lnetcap_lnet::message::Message;
+use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
+use lnetcap_lnet::{FramingEvent, LnetEvent};
+use lnetcap_rpc::{RpcConfig, RpcRecord, Tracker};
+
+use crate::build::{connection_entries, fits, peer_entry};
+use crate::defaults;
+use crate::drive::{drive, Observer};
+use crate::report::{FileReport, Report, REPORT_SCHEMA_VERSION};
+use crate::source::PacketSource;
+
+/// How to analyse.
+#[derive(Debug, Clone)]
+pub struct AnalysisConfig {
+    /// LNet acceptor ports followed.
+    pub ports: Vec<u16>,
+    /// Also follow connections on other ports whose first bytes look like socklnd.
+    pub detect: bool,
+    /// Interval of the time series and the per-interval model, ns.
+    pub interval_ns: i64,
+    /// The link rate given for the model, bytes/s.
+    pub link_rate: Option<f64>,
+}
+
+impl Default for AnalysisConfig {
+    fn default() -> Self {
+        Self { ports: vec![defaults::ACCEPTOR_PORT], detect: true, interval_ns: defaults::INTERVAL_NS, link_rate: None }
+    }
+}
+
+impl AnalysisConfig {
+    /// The decode pipeline's options for this analysis.
+    pub fn decode(&self) -> DecodeConfig {
+        DecodeConfig {
+            ports: self.ports.clone(),
+            detect: self.detect,
+            series_interval_ns: self.interval_ns,
+            tcp_perf: true,
+        }
+    }
+}
+
+/// Where what streams out of an analysis goes: finished RPCs and (when asked for) every
+/// decoded message, in capture order per source. Both default to dropping them.
+pub trait Sink {
+    /// Whether [`Sink::message`] is wanted.
+    fn wants_messages(&self) -> bool {
+        false
+    }
+    /// A decoded message of `file`, with the pipeline for its connection.
+    fn message(&mut self, _file: &str, _m: &Message, _pipe: &Pipeline) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// A finished RPC of `file`.
+    fn rpc(&mut self, _file: &str, _r: &mut RpcRecord) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// A sink that keeps nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoSink;
+
+impl Sink for NoSink {}
+
+/// One source's analysis, packet by packet: the decode pipeline and the RPC tracker. Feed
+/// it with [`FileAnalysis::push`] (live capture) or let [`Analysis::add`] drive it.
+#[derive(Debug)]
+pub struct FileAnalysis {
+    name: String,
+    pipe: Pipeline,
+    state: Rpcs,
+    /// The pipeline was flushed at the source's end (by [`FileAnalysis::read`]).
+    flushed: bool,
+}
+
+/// The RPC side of a source's analysis.
+#[derive(Debug)]
+struct Rpcs {
+    tracker: Tracker,
+    done: Vec<RpcRecord>,
+    span: Option<[i64; 2]>,
+}
+
+/// What one source added to the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileOutcome {
+    /// The source was read to its end.
+    pub complete: bool,
+    /// Peer pairs it added.
+    pub peers: usize,
+}
+
+impl FileAnalysis {
+    /// A new analysis of the source named `name`.
+    pub fn new(name: &str, cfg: &AnalysisConfig) -> Self {
+        Self {
+            name: name.to_string(),
+            pipe: Pipeline::new(cfg.decode()),
+            state: Rpcs {
+                tracker: Tracker::new(RpcConfig { interval_ns: cfg.interval_ns }),
+                done: Vec::new(),
+                span: None,
+            },
+            flushed: false,
+        }
+    }
+
+    /// One packet; returns why it is not decodable, if it is not.
+    pub fn push(
+        &mut self,
+        pkt: &lnetcap_capture::Packet<'_>,
+        events: &mut Vec<LnetEvent>,
+        sink: &mut dyn Sink,
+    ) -> anyhow::Result<Option<lnetcap_capture::NotTcp>> {
+        let why = self.pipe.push(pkt, events);
+        self.state.on_events(&self.name, &self.pipe, events, sink)?;
+        Ok(why)
+    }
+
+    /// Live entries of each of the RPC tracker's indexes, with its limit.
+    pub fn index_sizes(&self) -> Vec<(&'static str, usize, usize)> {
+        self.state.tracker.index_sizes()
+    }
+
+    /// The pipeline (accounting, connections, TCP behaviour so far).
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipe
+    }
+
+    /// Reads `source` to its end into this analysis; returns whether it was complete.
+    pub fn read<S: PacketSource + ?Sized>(
+        &mut self,
+        source: &mut S,
+        sink: &mut dyn Sink,
+        obs: &mut dyn Observer,
+    ) -> anyhow::Result<bool> {
+        let Self { name, pipe, state, flushed } = self;
+        let complete = drive(name, source, pipe, obs, |pipe, events| state.on_events(name, pipe, events, sink))?;
+        *flushed = true;
+        Ok(complete)
+    }
+
+    /// Ends the source: flushes the RPCs still open to `sink` and adds its file, peers and
+    /// connections to `report`.
+    pub fn finish(
+        mut self,
+        complete: bool,
+        cfg: &AnalysisConfig,
+        report: &mut Report,
+        sink: &mut dyn Sink,
+    ) -> anyhow::Result<FileOutcome> {
+        if !self.flushed {
+            let mut events = Vec::new();
+            self.pipe.finish(&mut events);
+            self.state.on_events(&self.name, &self.pipe, &mut events, sink)?;
+        }
+        let st = &mut self.state;
+        st.tracker.finish(&mut st.done);
+        st.emit(&self.name, sink)?;
+        let summary = self.pipe.summary();
+        report.files.push(FileReport {
+            file: self.name.clone(),
+            complete,
+            frames: summary.frames.clone(),
+            span_ns: st.span,
+            unmatched_messages: st.tracker.unmatched.clone(),
+        });
+        let reports = st.tracker.reports();
+        report.connections.extend(connection_entries(&self.pipe, &summary, &reports, &self.name, cfg.interval_ns));
+        for peer in &reports {
+            report.peers.push(peer_entry(&self.pipe, peer.clone(), &reports, cfg.link_rate, &self.name));
+        }
+        Ok(FileOutcome { complete, peers: reports.len() })
+    }
+}
+
+impl Rpcs {
+    /// A batch of pipeline events: messages to the sink and the tracker, framing losses
+    /// to the tracker; RPCs the tracker finished go to the sink.
+    fn on_events(
+        &mut self,
+        name: &str,
+        pipe: &Pipeline,
+        events: &mut Vec<LnetEvent>,
+        sink: &mut dyn Sink,
+    ) -> anyhow::Result<()> {
+        let messages = sink.wants_messages();
+        for ev in events.drain(..) {
+            match ev {
+                LnetEvent::Message(m) => {
+                    if messages {
+                        sink.message(name, &m, pipe)?;
+                    }
+                    self.on_message(pipe, &m);
+                }
+                LnetEvent::Framing { conn, dir, stamp, event } => {
+                    let lost = matches!(event, FramingEvent::Desync { .. });
+                    self.tracker.on_framing(conn.0, dir.index(), stamp.ts_ns, lost);
+                }
+            }
+        }
+        self.emit(name, sink)
+    }
+
+    fn on_message(&mut self, pipe: &Pipeline, m: &Message) {
+        let Some(conn) = pipe.connection(m.conn) else { return };
+        self.span = Some(match self.span {
+            Some([s, e]) => [s.min(m.first.ts_ns), e.max(m.last.ts_ns)],
+            None => [m.first.ts_ns, m.last.ts_ns],
+        });
+        // A capture started mid-stream has no handshake to place the capture point: the
+        // TCP loops give it once they have grown.
+        if conn.capture_point().is_none() && !self.tracker.knows_capture_point(m.conn.0) {
+            if let Some(cp) = pipe.tcp_perf(m.conn).and_then(lnetcap_rpc::tcp::capture_point_from_loops) {
+                self.tracker.note_capture_point(m.conn.0, cp);
+            }
+        }
+        self.tracker.on_message(m, conn, &mut self.done);
+    }
+
+    fn emit(&mut self, name: &str, sink: &mut dyn Sink) -> anyhow::Result<()> {
+        for r in &mut self.done {
+            sink.rpc(name, r)?;
+        }
+        self.done.clear();
+        Ok(())
+    }
+}
+
+/// Sources in, one [`Report`] out: add each source, then [`Analysis::finish`].
+#[derive(Debug)]
+pub struct Analysis {
+    cfg: AnalysisConfig,
+    report: Report,
+}
+
+impl Analysis {
+    /// An empty analysis.
+    pub fn new(cfg: AnalysisConfig) -> Self {
+        let report = Report {
+            schema_version: REPORT_SCHEMA_VERSION,
+            tool: format!("lnetcap {}", env!("CARGO_PKG_VERSION")),
+            interval_ns: cfg.interval_ns,
+            files: Vec::new(),
+            peers: Vec::new(),
+            connections: Vec::new(),
+            fits: None,
+        };
+        Self { cfg, report }
+    }
+
+    /// Its options.
+    pub fn config(&self) -> &AnalysisConfig {
+        &self.cfg
+    }
+
+    /// Reads one source (named `name` in the report and notices) to its end and adds its
+    /// file, peers and connections; RPCs and messages stream to `sink` as they finish.
+    pub fn add<S: PacketSource + ?Sized>(
+        &mut self,
+        name: &str,
+        source: &mut S,
+        sink: &mut dyn Sink,
+        obs: &mut dyn Observer,
+    ) -> anyhow::Result<FileOutcome> {
+        let mut fa = FileAnalysis::new(name, &self.cfg);
+        let complete = fa.read(source, sink, obs)?;
+        fa.finish(complete, &self.cfg, &mut self.report, sink)
+    }
+
+    /// Adds a source analysed packet by packet ([`FileAnalysis`]).
+    pub fn add_file(&mut self, fa: FileAnalysis, complete: bool, sink: &mut dyn Sink) -> anyhow::Result<FileOutcome> {
+        fa.finish(complete, &self.cfg, &mut self.report, sink)
+    }
+
+    /// The report: with fits across the captures when there are several.
+    pub fn finish(mut self) -> Report {
+        if self.report.files.len() > 1 {
+            self.report.fits = fits(&self.report.peers);
+        }
+        self.report
+    }
+}

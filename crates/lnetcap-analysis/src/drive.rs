@@ -1,0 +1,126 @@
+//! The packet loop, written once: a [`PacketSource`] through the decode pipeline.
+
+use lnetcap_capture::CaptureError;
+use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
+use lnetcap_lnet::LnetEvent;
+
+use crate::source::PacketSource;
+
+/// Packets between two progress reports.
+pub const PROGRESS_EVERY_PACKETS: u64 = 4096;
+
+/// What a run tells its observer besides the events.
+#[derive(Debug)]
+pub enum Notice<'a> {
+    /// A frame or record that could not be decoded, with where (frame, offset); the run
+    /// went on and the frame is counted in the accounting.
+    Warning(String),
+    /// The source failed and ended; what came before it stands.
+    ReadError(&'a CaptureError),
+    /// The whole source held no LNet traffic.
+    NoLnet {
+        /// Frames read.
+        frames: u64,
+        /// The acceptor ports followed.
+        ports: &'a [u16],
+        /// Connections were also detected by their content.
+        detect: bool,
+    },
+}
+
+/// Told what happens while a source is read: notices (for stderr) and progress (for a
+/// progress bar). Every method has a default that does nothing.
+pub trait Observer {
+    /// A notice about the source named `source`.
+    fn notice(&mut self, _source: &str, _notice: Notice<'_>) {}
+    /// Input bytes read so far of `source`, and its size when known.
+    fn progress(&mut self, _source: &str, _done: u64, _total: Option<u64>) {}
+    /// The source was read to its end (or to its error).
+    fn finished(&mut self, _source: &str) {}
+}
+
+/// An observer that hears nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Quiet;
+
+impl Observer for Quiet {}
+
+/// A source after the loop.
+#[derive(Debug)]
+pub struct Decoded {
+    /// The pipeline after the last packet (its accounting, connections, TCP behaviour).
+    pub pipe: Pipeline,
+    /// The source was read to its end (no read error).
+    pub complete: bool,
+}
+
+/// Reads `source` (named `name` in notices) to its end through a new pipeline of `cfg`.
+/// `on_events` sees the events after every packet, and after the final flush, with the
+/// pipeline for connection lookups; an error from it stops the run and is returned.
+pub fn decode_source<S: PacketSource + ?Sized>(
+    name: &str,
+    source: &mut S,
+    cfg: DecodeConfig,
+    obs: &mut dyn Observer,
+    on_events: impl FnMut(&Pipeline, &mut Vec<LnetEvent>) -> anyhow::Result<()>,
+) -> anyhow::Result<Decoded> {
+    let mut pipe = Pipeline::new(cfg);
+    let complete = drive(name, source, &mut pipe, obs, on_events)?;
+    Ok(Decoded { pipe, complete })
+}
+
+/// The loop itself, into a pipeline the caller owns: returns whether the source was read
+/// to its end. The pipeline is flushed (`finish`) at the end.
+pub fn drive<S: PacketSource + ?Sized>(
+    name: &str,
+    source: &mut S,
+    pipe: &mut Pipeline,
+    obs: &mut dyn Observer,
+    mut on_events: impl FnMut(&Pipeline, &mut Vec<LnetEvent>) -> anyhow::Result<()>,
+) -> anyhow::Result<bool> {
+    let mut events = Vec::new();
+    let mut complete = true;
+    let mut n = 0u64;
+    loop {
+        n += 1;
+        if n % PROGRESS_EVERY_PACKETS == 0 {
+            let (done, total) = source.progress();
+            obs.progress(name, done, total);
+        }
+        match source.next_packet() {
+            Ok(Some(pkt)) => {
+                if let Some(why) = pipe.push(&pkt, &mut events) {
+                    obs.notice(name, Notice::Warning(format!("frame {}: not decodable: {why}", pkt.frame)));
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                obs.notice(name, Notice::ReadError(&e));
+                complete = false;
+                break;
+            }
+        }
+        warnings(name, source, pipe, obs);
+        if !events.is_empty() {
+            on_events(pipe, &mut events)?;
+        }
+    }
+    warnings(name, source, pipe, obs);
+    obs.finished(name);
+    pipe.finish(&mut events);
+    on_events(pipe, &mut events)?;
+    let s = pipe.summary();
+    if s.connections.is_empty() {
+        let cfg = pipe.config();
+        obs.notice(name, Notice::NoLnet { frames: s.frames.frames, ports: &cfg.ports, detect: cfg.detect });
+    }
+    Ok(complete)
+}
+
+/// The source's record warnings: each an unreadable frame in the accounting.
+fn warnings<S: PacketSource + ?Sized>(name: &str, source: &mut S, pipe: &mut Pipeline, obs: &mut dyn Observer) {
+    for w in source.drain_warnings() {
+        pipe.count_unreadable_frame();
+        obs.notice(name, Notice::Warning(w.to_string()));
+    }
+}

@@ -1,0 +1,30 @@
+//! lnetcap-analysis: the one way from packets to a [`Report`], for the CLI, the tests, the
+//! benches, batch runs and live capture alike.
+//!
+//! - [`source`]: where packets come from ([`PacketSource`]: a capture file or stream, and
+//!   next a live interface).
+//! - [`drive`]: the packet loop, written once: a source through the decode pipeline, with
+//!   warnings and progress told to an [`Observer`].
+//! - [`analysis`]: [`Analysis`] turns sources into a [`Report`]; finished RPCs and decoded
+//!   messages stream to a [`Sink`] as they come; [`FileAnalysis`] is the same per packet.
+//! - [`report`]: the report, the stable interface (docs/analyze-json.md); [`build`] fills
+//!   it from the pipeline and the RPC tracker through lnetcap-model.
+//! - [`defaults`]: the defaults every front end shares (acceptor port, interval) and the
+//!   one parser of rates.
+//!
+//! No file is opened here: the caller opens captures and outputs.
+
+pub mod analysis;
+pub mod build;
+pub mod defaults;
+pub mod drive;
+pub mod report;
+pub mod source;
+
+pub use analysis::{Analysis, AnalysisConfig, FileAnalysis, FileOutcome, NoSink, Sink};
+pub use drive::{decode_source, Decoded, Notice, Observer, Quiet};
+pub use report::{
+    ConnectionEntry, DirectionEntry, DirectionInterval, DirectionTcp, FileReport, Fits, IntervalModel, ModelReport,
+    PeerEntry, Report, REPORT_SCHEMA_VERSION,
+};
+pub use source::PacketSource;

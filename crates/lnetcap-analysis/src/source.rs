@@ -1,0 +1,35 @@
+//! Where packets come from.
+
+use lnetcap_capture::{CaptureError, CaptureReader, Packet};
+
+/// A source of packets in capture order: a capture file or stream ([`CaptureReader`]),
+/// or a live interface. A packet borrows the source until the next call.
+pub trait PacketSource {
+    /// The next packet; `Ok(None)` at the end. An error ends the source (what came before
+    /// it stands).
+    fn next_packet(&mut self) -> Result<Option<Packet<'_>>, CaptureError>;
+
+    /// Problems with single records since the last call (the source went on past them).
+    fn drain_warnings(&mut self) -> Vec<CaptureError> {
+        Vec::new()
+    }
+
+    /// Input bytes read so far and the total when known (for a progress bar).
+    fn progress(&self) -> (u64, Option<u64>) {
+        (0, None)
+    }
+}
+
+impl PacketSource for CaptureReader {
+    fn next_packet(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
+        CaptureReader::next_packet(self)
+    }
+
+    fn drain_warnings(&mut self) -> Vec<CaptureError> {
+        CaptureReader::drain_warnings(self)
+    }
+
+    fn progress(&self) -> (u64, Option<u64>) {
+        self.input_progress()
+    }
+}
