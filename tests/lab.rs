@@ -80,6 +80,82 @@ fn hex(v: u64) -> Value {
     Value::String(format!("0x{v:x}"))
 }
 
+/// The messages a truth RPC must show: request, bulk (GET + REPLY, or PUT, with its
+/// LNet ACK), reply, each with the time the lab's socklnd saw it.
+fn expectations(t: &Value) -> Vec<Expect> {
+    let ctl = t["control_tcp"].as_str().unwrap().to_string();
+    let bulk = t["bulk_tcp"].as_str().unwrap().to_string();
+    let ss = &t["server_side"];
+    let mut exp = vec![Expect {
+        tcp: ctl.clone(),
+        kind: "PUT",
+        portal: t["req_portal"].as_u64(),
+        match_bits: t["req_match_bits"].as_u64(),
+        rpyid: (t["kind"].as_str().unwrap().starts_with("lst")).then(|| t["rpyid"].as_u64().unwrap()),
+        reply_to_get: None,
+        when: When::Received(ns(&ss["t_req_rcvd"])),
+        what: "request",
+    }];
+    match t["bulk_lnet"].as_str().unwrap() {
+        "GET+REPLY" => {
+            exp.push(Expect {
+                tcp: reverse(&ctl),
+                kind: "GET",
+                portal: t["bulk_portal"].as_u64(),
+                match_bits: t["bulk_match_bits"].as_u64(),
+                rpyid: None,
+                reply_to_get: None,
+                when: When::Sent(ns(&ss["t_get_wire_start"])),
+                what: "bulk GET",
+            });
+            exp.push(Expect {
+                tcp: bulk.clone(),
+                kind: "REPLY",
+                portal: None,
+                match_bits: None,
+                rpyid: None,
+                reply_to_get: t["bulk_match_bits"].as_u64(),
+                when: When::Received(ns(&ss["t_bulk_rcvd"])),
+                what: "bulk REPLY",
+            });
+        }
+        "PUT" | "PUT+ACK" => exp.push(Expect {
+            tcp: reverse(&bulk),
+            kind: "PUT",
+            portal: t["bulk_portal"].as_u64(),
+            match_bits: t["bulk_match_bits"].as_u64(),
+            rpyid: None,
+            reply_to_get: None,
+            when: When::Sent(ns(&ss["t_bulk_wire_start"])),
+            what: "bulk PUT",
+        }),
+        other => panic!("unknown bulk_lnet {other}"),
+    }
+    if t["bulk_lnet"] == "PUT+ACK" {
+        exp.push(Expect {
+            tcp: ctl.clone(),
+            kind: "ACK",
+            portal: None,
+            match_bits: t["bulk_match_bits"].as_u64(),
+            rpyid: None,
+            reply_to_get: None,
+            when: When::Received(ns(&ss["t_bulk_ack_rcvd"])),
+            what: "LNet ACK",
+        });
+    }
+    exp.push(Expect {
+        tcp: reverse(&ctl),
+        kind: "PUT",
+        portal: t["reply_portal"].as_u64(),
+        match_bits: t["reply_match_bits"].as_u64(),
+        rpyid: None,
+        reply_to_get: None,
+        when: When::Sent(ns(&ss["t_reply_wire_start"])),
+        what: "reply",
+    });
+    exp
+}
+
 #[test]
 fn lab_captures_show_every_truth_rpc() {
     let dir = common::lab_dir();
@@ -114,76 +190,8 @@ fn lab_captures_show_every_truth_rpc() {
         // Sizes of each kind of message (header + payload), for the byte accounting.
         for t in &truth {
             let ctl = t["control_tcp"].as_str().unwrap().to_string();
-            let bulk = t["bulk_tcp"].as_str().unwrap().to_string();
-            let ss = &t["server_side"];
             let size = t["size"].as_u64().unwrap();
-            let mut exp = vec![Expect {
-                tcp: ctl.clone(),
-                kind: "PUT",
-                portal: t["req_portal"].as_u64(),
-                match_bits: t["req_match_bits"].as_u64(),
-                rpyid: (t["kind"].as_str().unwrap().starts_with("lst")).then(|| t["rpyid"].as_u64().unwrap()),
-                reply_to_get: None,
-                when: When::Received(ns(&ss["t_req_rcvd"])),
-                what: "request",
-            }];
-            match t["bulk_lnet"].as_str().unwrap() {
-                "GET+REPLY" => {
-                    exp.push(Expect {
-                        tcp: reverse(&ctl),
-                        kind: "GET",
-                        portal: t["bulk_portal"].as_u64(),
-                        match_bits: t["bulk_match_bits"].as_u64(),
-                        rpyid: None,
-                        reply_to_get: None,
-                        when: When::Sent(ns(&ss["t_get_wire_start"])),
-                        what: "bulk GET",
-                    });
-                    exp.push(Expect {
-                        tcp: bulk.clone(),
-                        kind: "REPLY",
-                        portal: None,
-                        match_bits: None,
-                        rpyid: None,
-                        reply_to_get: t["bulk_match_bits"].as_u64(),
-                        when: When::Received(ns(&ss["t_bulk_rcvd"])),
-                        what: "bulk REPLY",
-                    });
-                }
-                "PUT" | "PUT+ACK" => exp.push(Expect {
-                    tcp: reverse(&bulk),
-                    kind: "PUT",
-                    portal: t["bulk_portal"].as_u64(),
-                    match_bits: t["bulk_match_bits"].as_u64(),
-                    rpyid: None,
-                    reply_to_get: None,
-                    when: When::Sent(ns(&ss["t_bulk_wire_start"])),
-                    what: "bulk PUT",
-                }),
-                other => panic!("unknown bulk_lnet {other}"),
-            }
-            if t["bulk_lnet"] == "PUT+ACK" {
-                exp.push(Expect {
-                    tcp: ctl.clone(),
-                    kind: "ACK",
-                    portal: None,
-                    match_bits: t["bulk_match_bits"].as_u64(),
-                    rpyid: None,
-                    reply_to_get: None,
-                    when: When::Received(ns(&ss["t_bulk_ack_rcvd"])),
-                    what: "LNet ACK",
-                });
-            }
-            exp.push(Expect {
-                tcp: reverse(&ctl),
-                kind: "PUT",
-                portal: t["reply_portal"].as_u64(),
-                match_bits: t["reply_match_bits"].as_u64(),
-                rpyid: None,
-                reply_to_get: None,
-                when: When::Sent(ns(&ss["t_reply_wire_start"])),
-                what: "reply",
-            });
+            let exp = expectations(t);
             for e in exp {
                 expected += 1;
                 let cands: Vec<&Value> = match e.reply_to_get {

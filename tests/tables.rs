@@ -120,6 +120,85 @@ fn check_csv_equals_parquet(table: &str, got: &Value) {
     }
 }
 
+/// The peers table against the JSON report's peers.
+fn check_peer_rows(got: &Value, report: &Value, lab_file: &str) {
+    // peers: the JSON report's peers.
+    let rows = got["peers"]["rows"].as_array().unwrap();
+    let peers = report["peers"].as_array().unwrap();
+    assert_eq!(rows.len(), peers.len(), "peers rows");
+    for (r, p) in rows.iter().zip(peers) {
+        let what = format!("peer {} of {}", p["client_nid"], p["file"]);
+        check!(format!("{what} file"), r["file"], p["file"]);
+        check!(format!("{what} server_nid"), r["server_nid"], p["server_nid"]);
+        check!(format!("{what} rpcs"), r["rpcs"], p["rpcs"]);
+        check!(format!("{what} bytes_read"), r["bytes_read"], p["bytes_read"]);
+        check!(format!("{what} throughput"), r["throughput_bytes_per_s"], p["throughput_bytes_per_s"]);
+        check!(format!("{what} rtt_min_us"), r["rtt_min_us"], p["rtt_us"]["min"]);
+        check!(format!("{what} efficiency"), r["efficiency"], p["model"]["efficiency"]);
+        check!(format!("{what} t_rpc"), r["t_rpc_bytes_per_s"], p["model"]["t_rpc_bytes_per_s"]);
+        check!(format!("{what} binding_limit"), r["binding_limit"], p["binding_limit"]);
+        check!(format!("{what} retransmits"), r["retransmits"], p["tcp"]["retransmits"]);
+    }
+    let lab_peer = rows.iter().find(|r| r["file"] == lab_file).unwrap();
+    assert_eq!(lab_peer["binding_limit"], "lnet_credits", "the lab read is credit bound");
+    assert!(lab_peer["advice"].as_str().unwrap().contains("peer_credits="), "advice column: {}", lab_peer["advice"]);
+}
+
+/// The rpcs table against the --rpcs lines, in order.
+fn check_rpc_rows(got: &Value, rpcs_path: &Path) {
+    // rpcs: the --rpcs lines, in order.
+    let lines = common::read_jsonl(rpcs_path);
+    let rows = got["rpcs"]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), lines.len(), "rpcs rows vs --rpcs lines");
+    assert!(rows.len() > 352, "both captures' RPCs");
+    for (r, l) in rows.iter().zip(&lines) {
+        let what = format!("rpc {} of {}", l["id"], l["file"]);
+        check!(format!("{what} file"), r["file"], l["file"]);
+        check!(format!("{what} id"), r["id"], l["id"]);
+        check!(format!("{what} xid"), r["xid"], hex(&l["xid"]));
+        check!(format!("{what} op"), r["op"], l["op"]);
+        check!(format!("{what} bulk_bytes"), r["bulk_bytes"], l["bytes"]);
+        check!(format!("{what} t_start_ns"), r["t_start_ns"], l["t_start_ns"]);
+        check!(format!("{what} t_end_ns"), r["t_end_ns"], l["t_end_ns"]);
+        check!(format!("{what} latency_us"), r["latency_us"], l["latency_us"]);
+        check!(format!("{what} bulk_us"), r["bulk_us"], l["phases"]["bulk_us"]);
+        check!(format!("{what} partial"), r["partial"], l["partial"]);
+        let missing: Vec<&str> = l["missing"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        check!(format!("{what} missing"), r["missing"], Value::from(missing.join(" ")));
+    }
+}
+
+/// The messages table against the decoder's records of each file, in order.
+fn check_message_rows(got: &Value, files: &[&str]) {
+    // messages: the decoder's records of each file, in order.
+    let rows = got["messages"]["rows"].as_array().unwrap();
+    let mut want = Vec::new();
+    for &f in files {
+        want.extend(common::decode(Path::new(f)).0.into_iter().map(|m| (f, m)));
+    }
+    assert_eq!(rows.len(), want.len(), "messages rows vs decoded messages");
+    for (r, (f, m)) in rows.iter().zip(&want) {
+        let what = format!("message at frame {} of {f}", m["frame"]);
+        check!(format!("{what} file"), r["file"], Value::from(*f));
+        for (col, key) in [
+            ("frame", "frame"),
+            ("ts_ns", "ts_ns"),
+            ("conn_id", "conn"),
+            ("kind", "kind"),
+            ("stream_offset", "stream_offset"),
+            ("wire_bytes", "wire_len"),
+            ("inferred", "inferred"),
+            ("src_nid", "src_nid"),
+            ("payload_length_bytes", "payload_length"),
+            ("opc", "opc"),
+        ] {
+            let w = if m[key].is_null() && key == "inferred" { Value::Bool(false) } else { m[key].clone() };
+            check!(format!("{what} {col}"), r[col], w);
+        }
+        check!(format!("{what} match_bits"), r["match_bits"], hex(&m["match_bits"]));
+    }
+}
+
 #[test]
 fn tables_read_back_by_an_independent_reader_match_the_report() {
     let lab = common::lab_dir().join("lst_read_rtt50_c32_pc8/trace.pcap.zst");
@@ -157,75 +236,11 @@ fn tables_read_back_by_an_independent_reader_match_the_report() {
         }
     }
 
-    // rpcs: the --rpcs lines, in order.
-    let lines = common::read_jsonl(&rpcs_path);
-    let rows = got["rpcs"]["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), lines.len(), "rpcs rows vs --rpcs lines");
-    assert!(rows.len() > 352, "both captures' RPCs");
-    for (r, l) in rows.iter().zip(&lines) {
-        let what = format!("rpc {} of {}", l["id"], l["file"]);
-        check!(format!("{what} file"), r["file"], l["file"]);
-        check!(format!("{what} id"), r["id"], l["id"]);
-        check!(format!("{what} xid"), r["xid"], hex(&l["xid"]));
-        check!(format!("{what} op"), r["op"], l["op"]);
-        check!(format!("{what} bulk_bytes"), r["bulk_bytes"], l["bytes"]);
-        check!(format!("{what} t_start_ns"), r["t_start_ns"], l["t_start_ns"]);
-        check!(format!("{what} t_end_ns"), r["t_end_ns"], l["t_end_ns"]);
-        check!(format!("{what} latency_us"), r["latency_us"], l["latency_us"]);
-        check!(format!("{what} bulk_us"), r["bulk_us"], l["phases"]["bulk_us"]);
-        check!(format!("{what} partial"), r["partial"], l["partial"]);
-        let missing: Vec<&str> = l["missing"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-        check!(format!("{what} missing"), r["missing"], Value::from(missing.join(" ")));
-    }
+    check_rpc_rows(&got, &rpcs_path);
+    check_message_rows(&got, &files);
 
-    // messages: the decoder's records of each file, in order.
-    let rows = got["messages"]["rows"].as_array().unwrap();
-    let mut want = Vec::new();
-    for f in files {
-        want.extend(common::decode(Path::new(f)).0.into_iter().map(|m| (f, m)));
-    }
-    assert_eq!(rows.len(), want.len(), "messages rows vs decoded messages");
-    for (r, (f, m)) in rows.iter().zip(&want) {
-        let what = format!("message at frame {} of {f}", m["frame"]);
-        check!(format!("{what} file"), r["file"], Value::from(*f));
-        for (col, key) in [
-            ("frame", "frame"),
-            ("ts_ns", "ts_ns"),
-            ("conn_id", "conn"),
-            ("kind", "kind"),
-            ("stream_offset", "stream_offset"),
-            ("wire_bytes", "wire_len"),
-            ("inferred", "inferred"),
-            ("src_nid", "src_nid"),
-            ("payload_length_bytes", "payload_length"),
-            ("opc", "opc"),
-        ] {
-            let w = if m[key].is_null() && key == "inferred" { Value::Bool(false) } else { m[key].clone() };
-            check!(format!("{what} {col}"), r[col], w);
-        }
-        check!(format!("{what} match_bits"), r["match_bits"], hex(&m["match_bits"]));
-    }
-
-    // peers: the JSON report's peers.
-    let rows = got["peers"]["rows"].as_array().unwrap();
+    check_peer_rows(&got, &report, files[1]);
     let peers = report["peers"].as_array().unwrap();
-    assert_eq!(rows.len(), peers.len(), "peers rows");
-    for (r, p) in rows.iter().zip(peers) {
-        let what = format!("peer {} of {}", p["client_nid"], p["file"]);
-        check!(format!("{what} file"), r["file"], p["file"]);
-        check!(format!("{what} server_nid"), r["server_nid"], p["server_nid"]);
-        check!(format!("{what} rpcs"), r["rpcs"], p["rpcs"]);
-        check!(format!("{what} bytes_read"), r["bytes_read"], p["bytes_read"]);
-        check!(format!("{what} throughput"), r["throughput_bytes_per_s"], p["throughput_bytes_per_s"]);
-        check!(format!("{what} rtt_min_us"), r["rtt_min_us"], p["rtt_us"]["min"]);
-        check!(format!("{what} efficiency"), r["efficiency"], p["model"]["efficiency"]);
-        check!(format!("{what} t_rpc"), r["t_rpc_bytes_per_s"], p["model"]["t_rpc_bytes_per_s"]);
-        check!(format!("{what} binding_limit"), r["binding_limit"], p["binding_limit"]);
-        check!(format!("{what} retransmits"), r["retransmits"], p["tcp"]["retransmits"]);
-    }
-    let lab_peer = rows.iter().find(|r| r["file"] == files[1]).unwrap();
-    assert_eq!(lab_peer["binding_limit"], "lnet_credits", "the lab read is credit bound");
-    assert!(lab_peer["advice"].as_str().unwrap().contains("peer_credits="), "advice column: {}", lab_peer["advice"]);
 
     // connections: one row per direction of the JSON report's connections.
     let rows = got["connections"]["rows"].as_array().unwrap();

@@ -129,16 +129,25 @@ pub fn portal_name(p: u32) -> Option<&'static str> {
         31 => "SEQ_DATA",
         32 => "SEQ_CONTROLLER",
         33 => "MGS_BULK",
-        50 => "SRPC_REQUEST",
-        51 => "SRPC_FRAMEWORK_REQUEST",
-        52 => "SRPC_RDMA",
+        SRPC_REQUEST_PORTAL => "SRPC_REQUEST",
+        SRPC_FRAMEWORK_REQUEST_PORTAL => "SRPC_FRAMEWORK_REQUEST",
+        SRPC_RDMA_PORTAL => "SRPC_RDMA",
         _ => return None,
     })
 }
 
+/// LNet's reserved portal (0): discovery pushes and pings (`LNET_RESERVED_PORTAL`).
+pub const LNET_RESERVED_PORTAL: u32 = 0;
+/// LNet selftest requests (`SRPC_REQUEST_PORTAL`).
+pub const SRPC_REQUEST_PORTAL: u32 = 50;
+/// LNet selftest framework (console) requests (`SRPC_FRAMEWORK_REQUEST_PORTAL`).
+pub const SRPC_FRAMEWORK_REQUEST_PORTAL: u32 = 51;
+/// LNet selftest bulk and replies (`SRPC_RDMA_PORTAL`).
+pub const SRPC_RDMA_PORTAL: u32 = 52;
+
 /// Portals whose PUT payloads are raw bulk data (never decoded as messages).
 pub fn is_bulk_portal(p: u32) -> bool {
-    matches!(p, 8 | 14 | 33 | 52)
+    matches!(p, 8 | 14 | 33 | SRPC_RDMA_PORTAL)
 }
 
 /// Portals on which PtlRPC requests arrive.

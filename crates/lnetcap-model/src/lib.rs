@@ -388,7 +388,6 @@ pub fn advise(
     retrans_share: f64,
 ) -> Vec<Advice> {
     let mut v = Vec::new();
-    let mib = inp.bs_bytes / 1_048_576.0;
     let next_bound =
         out.bounds.iter().filter(|b| b.limit != out.binding_limit).map(|b| b.bytes_per_s).fold(f64::INFINITY, f64::min);
     match out.binding_limit {
@@ -405,50 +404,7 @@ pub fn advise(
                 out.t_model_bytes_per_s / 1e6
             ),
         }),
-        Limit::RpcWindow => {
-            // RIF to reach the next bound (or the link).
-            let target = inp.link.map_or(next_bound, |(l, _)| l.min(next_bound));
-            if target.is_finite() && inp.bs_bytes > 0.0 {
-                let mut n = (target * 2.0 * inp.rpc_rtt_s() / inp.bs_bytes).ceil().max(inp.rif.ceil() + 1.0) as u64;
-                // Without the link rate the capture cannot tell how far the window may grow:
-                // advise no more than doubling it.
-                let capped = inp.link.is_none() && n as f64 > 2.0 * inp.rif.ceil();
-                if capped {
-                    n = (2.0 * inp.rif.ceil()).max(inp.rif.ceil() + 1.0) as u64;
-                }
-                let trips = inp.trips();
-                let unknown = if capped { " (the link rate is not known: this doubles the window; give --link-rate for the value that fills the link)" } else { "" };
-                let (setting, command) = if selftest {
-                    ("lst --concurrency".to_string(), format!("lst add_test ... --concurrency {n} ..."))
-                } else {
-                    ("osc.*.max_rpcs_in_flight".to_string(), format!("lctl set_param osc.*.max_rpcs_in_flight={n}"))
-                };
-                v.push(Advice {
-                    setting,
-                    value: n.to_string(),
-                    command,
-                    reason: format!(
-                        "throughput follows T_rpc = RIF × BS / ({trips} × RTT) = {:.1} × {:.2} MiB / ({trips} × {:.1} ms) = {:.1} MB/s; {n} RPCs in flight would carry {:.1} MB/s (next limit {:.1} MB/s){unknown}",
-                        inp.rif,
-                        mib,
-                        inp.rtt_s * 1e3,
-                        out.t_rpc_bytes_per_s / 1e6,
-                        t_rpc(n as f64, inp.bs_bytes, inp.rpc_rtt_s()).min(target) / 1e6,
-                        target / 1e6
-                    ),
-                });
-                v.push(credits_advice(n, peers_of_server, "peer_credits must be at least max_rpcs_in_flight so the larger RPC window is not held back by LNet credits"));
-                if writes && !selftest {
-                    let dirty = ((4.0 * n as f64 * mib).ceil() as u64).max(1);
-                    v.push(Advice {
-                        setting: "osc.*.max_dirty_mb".into(),
-                        value: dirty.to_string(),
-                        command: format!("lctl set_param osc.*.max_dirty_mb={dirty}"),
-                        reason: format!("writes need dirty cache a few times the RPC window: 4 × {n} RPCs × {mib:.2} MiB"),
-                    });
-                }
-            }
-        }
+        Limit::RpcWindow => v.extend(window_advice(inp, out, selftest, writes, peers_of_server, next_bound)),
         Limit::LnetCredits => {
             let n = messages_wanted.ceil().max(1.0) as u64;
             v.push(credits_advice(
@@ -508,6 +464,67 @@ pub fn advise(
                 } else {
                     path_full_reason(inp, l)
                 },
+            });
+        }
+    }
+    v
+}
+
+/// Advice when the RPC window binds: the RPCs in flight that reach the next bound (or
+/// fill the link), the credits that let them, and dirty cache for writes.
+fn window_advice(
+    inp: &ModelInput,
+    out: &ModelOutput,
+    selftest: bool,
+    writes: bool,
+    peers_of_server: u64,
+    next_bound: f64,
+) -> Vec<Advice> {
+    let mut v = Vec::new();
+    let mib = inp.bs_bytes / 1_048_576.0;
+    // RIF to reach the next bound (or the link).
+    let target = inp.link.map_or(next_bound, |(l, _)| l.min(next_bound));
+    if target.is_finite() && inp.bs_bytes > 0.0 {
+        let mut n = (target * 2.0 * inp.rpc_rtt_s() / inp.bs_bytes).ceil().max(inp.rif.ceil() + 1.0) as u64;
+        // Without the link rate the capture cannot tell how far the window may grow:
+        // advise no more than doubling it.
+        let capped = inp.link.is_none() && n as f64 > 2.0 * inp.rif.ceil();
+        if capped {
+            n = (2.0 * inp.rif.ceil()).max(inp.rif.ceil() + 1.0) as u64;
+        }
+        let trips = inp.trips();
+        let unknown = if capped {
+            " (the link rate is not known: this doubles the window; give --link-rate for the value that fills the link)"
+        } else {
+            ""
+        };
+        let (setting, command) = if selftest {
+            ("lst --concurrency".to_string(), format!("lst add_test ... --concurrency {n} ..."))
+        } else {
+            ("osc.*.max_rpcs_in_flight".to_string(), format!("lctl set_param osc.*.max_rpcs_in_flight={n}"))
+        };
+        v.push(Advice {
+            setting,
+            value: n.to_string(),
+            command,
+            reason: format!(
+                "throughput follows T_rpc = RIF × BS / ({trips} × RTT) = {:.1} × {:.2} MiB / ({trips} × {:.1} ms) = {:.1} MB/s; {n} RPCs in flight would carry {:.1} MB/s (next limit {:.1} MB/s){unknown}",
+                inp.rif,
+                mib,
+                inp.rtt_s * 1e3,
+                out.t_rpc_bytes_per_s / 1e6,
+                t_rpc(n as f64, inp.bs_bytes, inp.rpc_rtt_s()).min(target) / 1e6,
+                target / 1e6
+            ),
+        });
+        v.push(credits_advice(n, peers_of_server, "peer_credits must be at least max_rpcs_in_flight so the larger RPC window is not held back by LNet credits"));
+        if writes && !selftest {
+            let dirty = ((4.0 * n as f64 * mib).ceil() as u64).max(1);
+            v.push(Advice {
+                setting: "osc.*.max_dirty_mb".into(),
+                value: dirty.to_string(),
+                command: format!("lctl set_param osc.*.max_dirty_mb={dirty}"),
+                reason: format!("writes need dirty cache a few times the RPC window: 4 × {n} RPCs × {mib:.2} MiB"),
             });
         }
     }

@@ -183,7 +183,8 @@ fn figure(out: &mut impl Write, r: &Report, c: &Chart) -> Result<()> {
     writeln!(out, "<figcaption>{}</figcaption></figure>", esc(&c.note))
 }
 
-fn peer_section(out: &mut impl Write, r: &Report, all: &[Chart], i: usize, p: &PeerEntry) -> Result<()> {
+/// A peer's heading, verdict, advice and bounds.
+fn verdict_block(out: &mut impl Write, i: usize, p: &PeerEntry) -> Result<()> {
     let m = &p.model;
     writeln!(out, "<h2 id=\"peer{}\">{}. {}</h2>", i + 1, i + 1, esc(&peer_label(p)))?;
     writeln!(out, "<div class=\"sub\">{}</div>", esc(&p.file))?;
@@ -233,6 +234,11 @@ fn peer_section(out: &mut impl Write, r: &Report, all: &[Chart], i: usize, p: &P
         esc(m.link_source),
         rate(m.best_sustained_bytes_per_s)
     )?;
+    Ok(())
+}
+
+fn peer_section(out: &mut impl Write, r: &Report, all: &[Chart], i: usize, p: &PeerEntry) -> Result<()> {
+    verdict_block(out, i, p)?;
     let pr = &p.peer;
     let rows: Vec<(&str, String)> = vec![
         ("RPCs", format!("{} complete, {} partial; {}", pr.rpcs, pr.rpcs_partial, {

@@ -53,3 +53,7 @@ pub const MAX_ACK_HANDLES: usize = 1 << 18;
 /// direction in flight); one older than RPC_IDLE_TIMEOUT_NS is dropped, and when the index
 /// is full those older than REORDER_HORIZON_NS.
 pub const MAX_ZC_PENDING: usize = 1 << 18;
+
+/// The largest power of two a client's PtlRPC XIDs are aligned to: an upper bound of
+/// PTLRPC_BULK_OPS_COUNT (bulk MDs per RPC) learnt from the XIDs a client sends.
+pub const MAX_XID_ALIGN: u64 = 128;

@@ -3,15 +3,18 @@
 use std::collections::{BTreeMap, HashMap};
 
 use lnetcap_lnet::message::{App, Body, Message};
-use lnetcap_lnet::names::{is_bulk_portal, is_reply_portal, is_request_portal, opc_name};
+use lnetcap_lnet::names::{
+    is_bulk_portal, is_reply_portal, is_request_portal, opc_name, LNET_RESERVED_PORTAL, SRPC_FRAMEWORK_REQUEST_PORTAL,
+    SRPC_RDMA_PORTAL, SRPC_REQUEST_PORTAL,
+};
 use lnetcap_lnet::nid::Nid;
 use lnetcap_lnet::wire::consts::{KSOCK_NOOP, PING_MATCHBITS};
 use lnetcap_lnet::wire::{conn_type, srpc, KsockHdr, LnetDetail, LnetHdr, Wmd};
 use lnetcap_tcp::{CapturePoint, Connection, Dir};
 
 use crate::limits::{
-    EMIT_DELAY_NS, MAX_ACK_HANDLES, MAX_BULK_MDS, MAX_GET_HANDLES, MAX_OPEN_RPCS, MAX_ZC_PENDING, REORDER_HORIZON_NS,
-    RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS, STEP_TOLERANCE_PER_LOOP, SUSTAINED_NS,
+    EMIT_DELAY_NS, MAX_ACK_HANDLES, MAX_BULK_MDS, MAX_GET_HANDLES, MAX_OPEN_RPCS, MAX_XID_ALIGN, MAX_ZC_PENDING,
+    REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS, STEP_TOLERANCE_PER_LOOP, SUSTAINED_NS,
 };
 use crate::report::{
     CapturePointReport, ConnReport, InFlightReport, IntervalRow, LatencyReport, MessagesDirection, MessagesInFlight,
@@ -870,180 +873,230 @@ impl Tracker {
         out: &mut Vec<RpcRecord>,
     ) -> Option<(Nid, Nid)> {
         match portal {
-            0 => {
+            LNET_RESERVED_PORTAL => {
                 self.unmatched("lnet_push");
                 None
             }
-            50 | 51 => {
-                let (client, server) = self.roles(hdr, true);
-                let App::Srpc(s) = app else {
-                    self.unmatched("selftest_request_body_not_captured");
-                    return Some((client, server));
-                };
-                let Some(rpyid) = s.rpyid else {
-                    self.unmatched("selftest_request_body_not_captured");
-                    return Some((client, server));
-                };
-                let kind = match s.msg_type {
-                    srpc::BRW_REQST => Kind::LstBrw,
-                    srpc::PING_REQST => Kind::LstPing,
-                    _ => Kind::LstFramework,
-                };
-                let i = self.request(kind, (client, server, rpyid), m, owd, out);
-                let o = self.slot(i);
-                o.rec.portal = Some(portal);
-                o.rec.opc_name = Some(
-                    match (kind, s.brw_rw) {
-                        (Kind::LstBrw, Some(1)) => "BRW_READ",
-                        (Kind::LstBrw, Some(2)) => "BRW_WRITE",
-                        (Kind::LstBrw, _) => "BRW",
-                        (Kind::LstPing, _) => "PING",
-                        _ => srpc::type_name(s.msg_type),
-                    }
-                    .to_string(),
-                );
-                o.rec.op = match s.brw_rw {
-                    Some(1) => Some("read"),
-                    Some(2) => Some("write"),
-                    _ => None,
-                };
-                if let Some(len) = s.brw_len.filter(|_| kind == Kind::LstBrw) {
-                    o.expected_bytes = u64::from(len);
-                }
-                if let Some(b) = s.bulkid.filter(|_| kind == Kind::LstBrw) {
-                    o.bulkid = Some(b);
-                    self.bulkids.insert((client, server, b), i);
-                }
-                self.adopt(i);
-                Some((client, server))
-            }
-            52 => {
-                let (client, server) = self.roles(hdr, false);
-                if let Some(&i) = self.by_key.get(&(client, server, mb)) {
-                    let status = match app {
-                        App::Srpc(s) => s.status.map(|x| x as i32),
-                        _ => None,
-                    };
-                    self.final_reply(i, m, status, None, false);
-                } else if let Some(&i) = self.bulkids.get(&(client, server, mb)) {
-                    self.bulk_data(i, m.first.ts_ns, m.last.ts_ns, hdr.payload_length, mb, true);
-                } else if hdr.payload_length <= 4096 && !matches!(app, App::None) {
-                    // A selftest reply whose request was not captured.
-                    let i = self.new_rpc(Kind::LstBrw, (client, server, mb), m, out);
-                    let o = self.slot(i);
-                    o.rec.portal = Some(52);
-                    o.rec.opc_name = Some("BRW".into());
-                    let status = match app {
-                        App::Srpc(s) => s.status.map(|x| x as i32),
-                        _ => None,
-                    };
-                    self.final_reply(i, m, status, None, false);
-                } else {
-                    self.park(Orphan {
-                        client,
-                        server,
-                        mb,
-                        first_ns: m.first.ts_ns,
-                        last_ns: m.last.ts_ns,
-                        what: Parked::Data { len: hdr.payload_length, ack_wmd, sender: hdr.src_nid },
-                    });
-                }
-                Some((client, server))
-            }
-            p if is_bulk_portal(p) => {
-                let (client, server) = self.roles(hdr, false);
-                match self.ptl_by_bulk(client, server, mb) {
-                    Some(i) => {
-                        self.bulk_data(i, m.first.ts_ns, m.last.ts_ns, hdr.payload_length, mb, true);
-                        if !ack_wmd.is_none() && !ack_wmd.is_unknown() {
-                            self.insert_ack((hdr.src_nid, ack_wmd), i, false);
-                        }
-                    }
-                    None => self.park(Orphan {
-                        client,
-                        server,
-                        mb,
-                        first_ns: m.first.ts_ns,
-                        last_ns: m.last.ts_ns,
-                        what: Parked::Data { len: hdr.payload_length, ack_wmd, sender: hdr.src_nid },
-                    }),
-                }
-                Some((client, server))
-            }
-            p if is_request_portal(p) => {
-                let (client, server) = self.roles(hdr, true);
-                let align = if mb == 0 { 128 } else { (1u64 << mb.trailing_zeros().min(7)).min(128) };
-                let a = self.xid_align.entry(client).or_insert(128);
-                *a = (*a).min(align);
-                let i = self.request(Kind::Ptlrpc, (client, server, mb), m, owd, out);
-                let o = self.slot(i);
-                o.rec.portal = Some(p);
-                if let App::Ptlrpc(r) = app {
-                    if let Some(opc) = r.opc {
-                        o.rec.opc = Some(opc);
-                        o.rec.opc_name = Some(opc_name(opc).map_or_else(|| format!("opc{opc}"), str::to_string));
-                        o.rec.op = match opc {
-                            3 => Some("read"),
-                            4 => Some("write"),
-                            _ => None,
-                        };
-                    }
-                    if let Some(last) = r.mbits {
-                        if last >= mb && last - mb < MAX_BULK_MDS {
-                            o.n_md = Some(last - mb + 1);
-                        }
-                    }
-                    o.rec.jobid = r.jobid.clone();
-                } else {
-                    o.rec.missing.push("request_body");
-                }
-                self.adopt(i);
-                Some((client, server))
-            }
-            p if is_reply_portal(p) => {
-                let (client, server) = self.roles(hdr, false);
-                let i =
-                    self.by_key.get(&(client, server, mb)).copied().or_else(|| self.ptl_by_bulk(client, server, mb));
-                let (status, service, early) = match app {
-                    App::Ptlrpc(r) => {
-                        (r.status, r.service_time, r.looks_early_reply() || offset == 0 && r.bufcount == 1)
-                    }
-                    _ => (None, None, false),
-                };
-                let i = match i {
-                    Some(i) => i,
-                    None => {
-                        let i = self.new_rpc(Kind::Ptlrpc, (client, server, mb), m, out);
-                        self.slot(i).rec.missing.push("request");
-                        i
-                    }
-                };
-                if let App::Ptlrpc(r) = app {
-                    let o = self.slot(i);
-                    if o.rec.opc.is_none() {
-                        o.rec.opc = r.opc;
-                        o.rec.opc_name =
-                            r.opc.map(|opc| opc_name(opc).map_or_else(|| format!("opc{opc}"), str::to_string));
-                    }
-                }
-                if early {
-                    let o = self.slot(i);
-                    o.rec.early_replies += 1;
-                    o.last_ns = m.last.ts_ns;
-                } else {
-                    let ack = (!ack_wmd.is_none()).then_some(ack_wmd);
-                    if let Some(w) = ack {
-                        self.insert_ack((hdr.src_nid, w), i, true);
-                    }
-                    self.final_reply(i, m, status, service, ack.is_some());
-                }
-                Some((client, server))
-            }
+            SRPC_REQUEST_PORTAL | SRPC_FRAMEWORK_REQUEST_PORTAL => self.srpc_request(m, hdr, app, portal, owd, out),
+            SRPC_RDMA_PORTAL => self.srpc_rdma_put(m, hdr, app, mb, ack_wmd, out),
+            p if is_bulk_portal(p) => self.ptlrpc_bulk_put(m, hdr, mb, ack_wmd),
+            p if is_request_portal(p) => self.ptlrpc_request(m, hdr, app, mb, p, owd, out),
+            p if is_reply_portal(p) => self.ptlrpc_reply(m, hdr, app, mb, offset, ack_wmd, out),
             _ => {
                 self.unmatched("put_unknown_portal");
                 None
             }
         }
+    }
+
+    /// Selftest: a request (BRW, ping, framework) on SRPC_REQUEST_PORTAL or
+    /// SRPC_FRAMEWORK_REQUEST_PORTAL, keyed by its reply id.
+    fn srpc_request(
+        &mut self,
+        m: &Message,
+        hdr: &LnetHdr,
+        app: &App,
+        portal: u32,
+        owd: i64,
+        out: &mut Vec<RpcRecord>,
+    ) -> Option<(Nid, Nid)> {
+        let (client, server) = self.roles(hdr, true);
+        let App::Srpc(s) = app else {
+            self.unmatched("selftest_request_body_not_captured");
+            return Some((client, server));
+        };
+        let Some(rpyid) = s.rpyid else {
+            self.unmatched("selftest_request_body_not_captured");
+            return Some((client, server));
+        };
+        let kind = match s.msg_type {
+            srpc::BRW_REQST => Kind::LstBrw,
+            srpc::PING_REQST => Kind::LstPing,
+            _ => Kind::LstFramework,
+        };
+        let i = self.request(kind, (client, server, rpyid), m, owd, out);
+        let o = self.slot(i);
+        o.rec.portal = Some(portal);
+        o.rec.opc_name = Some(
+            match (kind, s.brw_rw) {
+                (Kind::LstBrw, Some(1)) => "BRW_READ",
+                (Kind::LstBrw, Some(2)) => "BRW_WRITE",
+                (Kind::LstBrw, _) => "BRW",
+                (Kind::LstPing, _) => "PING",
+                _ => srpc::type_name(s.msg_type),
+            }
+            .to_string(),
+        );
+        o.rec.op = match s.brw_rw {
+            Some(1) => Some("read"),
+            Some(2) => Some("write"),
+            _ => None,
+        };
+        if let Some(len) = s.brw_len.filter(|_| kind == Kind::LstBrw) {
+            o.expected_bytes = u64::from(len);
+        }
+        if let Some(b) = s.bulkid.filter(|_| kind == Kind::LstBrw) {
+            o.bulkid = Some(b);
+            self.bulkids.insert((client, server, b), i);
+        }
+        self.adopt(i);
+        Some((client, server))
+    }
+
+    /// Selftest on SRPC_RDMA_PORTAL: a reply (by its reply id), the bulk of a BRW (by its
+    /// bulk id), a reply whose request was not captured, or bulk waiting for its request.
+    fn srpc_rdma_put(
+        &mut self,
+        m: &Message,
+        hdr: &LnetHdr,
+        app: &App,
+        mb: u64,
+        ack_wmd: Wmd,
+        out: &mut Vec<RpcRecord>,
+    ) -> Option<(Nid, Nid)> {
+        let (client, server) = self.roles(hdr, false);
+        if let Some(&i) = self.by_key.get(&(client, server, mb)) {
+            let status = match app {
+                App::Srpc(s) => s.status.map(|x| x as i32),
+                _ => None,
+            };
+            self.final_reply(i, m, status, None, false);
+        } else if let Some(&i) = self.bulkids.get(&(client, server, mb)) {
+            self.bulk_data(i, m.first.ts_ns, m.last.ts_ns, hdr.payload_length, mb, true);
+        } else if hdr.payload_length <= 4096 && !matches!(app, App::None) {
+            // A selftest reply whose request was not captured.
+            let i = self.new_rpc(Kind::LstBrw, (client, server, mb), m, out);
+            let o = self.slot(i);
+            o.rec.portal = Some(SRPC_RDMA_PORTAL);
+            o.rec.opc_name = Some("BRW".into());
+            let status = match app {
+                App::Srpc(s) => s.status.map(|x| x as i32),
+                _ => None,
+            };
+            self.final_reply(i, m, status, None, false);
+        } else {
+            self.park(Orphan {
+                client,
+                server,
+                mb,
+                first_ns: m.first.ts_ns,
+                last_ns: m.last.ts_ns,
+                what: Parked::Data { len: hdr.payload_length, ack_wmd, sender: hdr.src_nid },
+            });
+        }
+        Some((client, server))
+    }
+
+    /// PtlRPC bulk data PUT (reads): the RPC by the match bits' XID range, or parked.
+    fn ptlrpc_bulk_put(&mut self, m: &Message, hdr: &LnetHdr, mb: u64, ack_wmd: Wmd) -> Option<(Nid, Nid)> {
+        let (client, server) = self.roles(hdr, false);
+        match self.ptl_by_bulk(client, server, mb) {
+            Some(i) => {
+                self.bulk_data(i, m.first.ts_ns, m.last.ts_ns, hdr.payload_length, mb, true);
+                if !ack_wmd.is_none() && !ack_wmd.is_unknown() {
+                    self.insert_ack((hdr.src_nid, ack_wmd), i, false);
+                }
+            }
+            None => self.park(Orphan {
+                client,
+                server,
+                mb,
+                first_ns: m.first.ts_ns,
+                last_ns: m.last.ts_ns,
+                what: Parked::Data { len: hdr.payload_length, ack_wmd, sender: hdr.src_nid },
+            }),
+        }
+        Some((client, server))
+    }
+
+    /// PtlRPC request PUT: a new RPC keyed by its XID (the match bits).
+    #[allow(clippy::too_many_arguments)]
+    fn ptlrpc_request(
+        &mut self,
+        m: &Message,
+        hdr: &LnetHdr,
+        app: &App,
+        mb: u64,
+        portal: u32,
+        owd: i64,
+        out: &mut Vec<RpcRecord>,
+    ) -> Option<(Nid, Nid)> {
+        let (client, server) = self.roles(hdr, true);
+        let align = if mb == 0 { MAX_XID_ALIGN } else { (1u64 << mb.trailing_zeros().min(7)).min(MAX_XID_ALIGN) };
+        let a = self.xid_align.entry(client).or_insert(MAX_XID_ALIGN);
+        *a = (*a).min(align);
+        let i = self.request(Kind::Ptlrpc, (client, server, mb), m, owd, out);
+        let o = self.slot(i);
+        o.rec.portal = Some(portal);
+        if let App::Ptlrpc(r) = app {
+            if let Some(opc) = r.opc {
+                o.rec.opc = Some(opc);
+                o.rec.opc_name = Some(opc_name(opc).map_or_else(|| format!("opc{opc}"), str::to_string));
+                o.rec.op = match opc {
+                    3 => Some("read"),
+                    4 => Some("write"),
+                    _ => None,
+                };
+            }
+            if let Some(last) = r.mbits {
+                if last >= mb && last - mb < MAX_BULK_MDS {
+                    o.n_md = Some(last - mb + 1);
+                }
+            }
+            o.rec.jobid = r.jobid.clone();
+        } else {
+            o.rec.missing.push("request_body");
+        }
+        self.adopt(i);
+        Some((client, server))
+    }
+
+    /// PtlRPC reply PUT: an early reply, or the final reply (with an ACK handle when it
+    /// asks for an LNet ACK); a reply whose request was not captured opens the RPC.
+    #[allow(clippy::too_many_arguments)]
+    fn ptlrpc_reply(
+        &mut self,
+        m: &Message,
+        hdr: &LnetHdr,
+        app: &App,
+        mb: u64,
+        offset: u32,
+        ack_wmd: Wmd,
+        out: &mut Vec<RpcRecord>,
+    ) -> Option<(Nid, Nid)> {
+        let (client, server) = self.roles(hdr, false);
+        let i = self.by_key.get(&(client, server, mb)).copied().or_else(|| self.ptl_by_bulk(client, server, mb));
+        let (status, service, early) = match app {
+            App::Ptlrpc(r) => (r.status, r.service_time, r.looks_early_reply() || offset == 0 && r.bufcount == 1),
+            _ => (None, None, false),
+        };
+        let i = match i {
+            Some(i) => i,
+            None => {
+                let i = self.new_rpc(Kind::Ptlrpc, (client, server, mb), m, out);
+                self.slot(i).rec.missing.push("request");
+                i
+            }
+        };
+        if let App::Ptlrpc(r) = app {
+            let o = self.slot(i);
+            if o.rec.opc.is_none() {
+                o.rec.opc = r.opc;
+                o.rec.opc_name = r.opc.map(|opc| opc_name(opc).map_or_else(|| format!("opc{opc}"), str::to_string));
+            }
+        }
+        if early {
+            let o = self.slot(i);
+            o.rec.early_replies += 1;
+            o.last_ns = m.last.ts_ns;
+        } else {
+            let ack = (!ack_wmd.is_none()).then_some(ack_wmd);
+            if let Some(w) = ack {
+                self.insert_ack((hdr.src_nid, w), i, true);
+            }
+            self.final_reply(i, m, status, service, ack.is_some());
+        }
+        Some((client, server))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1059,7 +1112,7 @@ impl Tracker {
         out: &mut Vec<RpcRecord>,
     ) -> Option<(Nid, Nid)> {
         match portal {
-            0 if mb == PING_MATCHBITS => {
+            LNET_RESERVED_PORTAL if mb == PING_MATCHBITS => {
                 let (client, server) = self.roles(hdr, true);
                 let key = (client, server, mb);
                 if let Some(&old) = self.by_key.get(&key) {
@@ -1076,7 +1129,7 @@ impl Tracker {
                 self.insert_get((hdr.src_nid, wmd), i, self.get_seq, sink);
                 Some((client, server))
             }
-            52 => {
+            SRPC_RDMA_PORTAL => {
                 let (client, server) = self.roles(hdr, false);
                 match self.bulkids.get(&(client, server, mb)).copied() {
                     Some(i) => {

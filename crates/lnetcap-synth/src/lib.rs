@@ -93,6 +93,15 @@ pub fn scenario(name: &str) -> Option<Config> {
             mtu: 9000,
             ..base
         },
+        _ => return condition_scenario(name),
+    })
+}
+
+/// Scenarios of one condition each (versions, connections per peer, loss, mid-stream,
+/// TSO, IPv6, sequence wrap, credits) and the benchmark's.
+fn condition_scenario(name: &str) -> Option<Config> {
+    let base = Config::default();
+    Some(match name {
         "hello-versions" => Config {
             clients: 4,
             protos: vec![1, 2, 3, 4],

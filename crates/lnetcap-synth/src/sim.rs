@@ -1717,46 +1717,21 @@ impl Sim {
             if let Some(r) = msg.rpc {
                 o.insert("rpc".into(), json!(r));
             }
-            if let Some(h) = &msg.hdr {
-                o.insert("src_nid".into(), json!(h.src_nid.to_string()));
-                o.insert("dst_nid".into(), json!(h.dest_nid.to_string()));
-                o.insert("src_pid".into(), json!(h.src_pid));
-                o.insert("dst_pid".into(), json!(h.dest_pid));
-                o.insert("payload_length".into(), json!(h.payload_length));
-                if self.peers[msg.peer].proto >= 2 {
-                    o.insert("proto".into(), json!(self.peers[msg.peer].proto));
-                }
-                if msg.zc_cookie != 0 {
-                    o.insert("zc_req_cookie".into(), json!(hexs(msg.zc_cookie)));
-                }
-                match h.detail {
-                    Some(LnetDetail::Put { match_bits, ptl_index, offset, .. }) => {
-                        o.insert("portal".into(), json!(ptl_index));
-                        o.insert("portal_name".into(), json!(portal_name(ptl_index)));
-                        o.insert("match_bits".into(), json!(hexs(match_bits)));
-                        o.insert("hdr_data".into(), json!("0x0"));
-                        o.insert("put_offset".into(), json!(offset));
-                    }
-                    Some(LnetDetail::Get { match_bits, ptl_index, sink_length, .. }) => {
-                        o.insert("portal".into(), json!(ptl_index));
-                        o.insert("portal_name".into(), json!(portal_name(ptl_index)));
-                        o.insert("match_bits".into(), json!(hexs(match_bits)));
-                        o.insert("sink_length".into(), json!(sink_length));
-                    }
-                    Some(LnetDetail::Ack { match_bits, mlength, .. }) => {
-                        o.insert("match_bits".into(), json!(hexs(match_bits)));
-                        o.insert("mlength".into(), json!(mlength));
-                    }
-                    _ => {}
-                }
-            } else if msg.kind == "NOOP" {
-                o.insert("proto".into(), json!(self.peers[msg.peer].proto));
-            }
+            self.header_truth(msg, &mut o);
             for (k, v) in &msg.extra {
                 o.insert(k.clone(), v.clone());
             }
             truth.push(Value::Object(o));
         }
+        truth.extend(self.rpc_truths(&msg_times));
+        truth.extend(self.cwnd_truths());
+        let n = pkts.len();
+        Output { capture: w.finish(), truth, packets: n, stopped_at_ns: None, events: 0 }
+    }
+
+    /// One truth record per RPC, in order of its request's capture time.
+    fn rpc_truths(&self, msg_times: &[Option<(u64, i64, u64, i64)>]) -> Vec<Value> {
+        let mut truth = Vec::new();
         let client_nid = |peer: usize| self.hosts[self.peers[peer].client].nid[self.peers[peer].fam].to_string();
         let server_nid = |peer: usize| self.hosts[self.peers[peer].server].nid[self.peers[peer].fam].to_string();
         let mut rpcs: Vec<(i64, usize)> = Vec::new();
@@ -1806,7 +1781,12 @@ impl Sim {
                 "messages": rpc.msgs.len(),
             }));
         }
-        // The congestion-window truth per connection direction, in sender time.
+        truth
+    }
+
+    /// The congestion-window truth per connection direction, in sender time.
+    fn cwnd_truths(&self) -> Vec<Value> {
+        let mut truth = Vec::new();
         for (ci, conn) in self.conns.iter().enumerate() {
             for dir in 0..2 {
                 let tcp = self.tcp_label(ci, dir);
@@ -1817,7 +1797,45 @@ impl Sim {
                 }
             }
         }
-        let n = pkts.len();
-        Output { capture: w.finish(), truth, packets: n, stopped_at_ns: None, events: 0 }
+        truth
+    }
+
+    /// A message's LNet header fields (or a NOOP's protocol) in its truth record.
+    fn header_truth(&self, msg: &Msg, o: &mut Map<String, Value>) {
+        if let Some(h) = &msg.hdr {
+            o.insert("src_nid".into(), json!(h.src_nid.to_string()));
+            o.insert("dst_nid".into(), json!(h.dest_nid.to_string()));
+            o.insert("src_pid".into(), json!(h.src_pid));
+            o.insert("dst_pid".into(), json!(h.dest_pid));
+            o.insert("payload_length".into(), json!(h.payload_length));
+            if self.peers[msg.peer].proto >= 2 {
+                o.insert("proto".into(), json!(self.peers[msg.peer].proto));
+            }
+            if msg.zc_cookie != 0 {
+                o.insert("zc_req_cookie".into(), json!(hexs(msg.zc_cookie)));
+            }
+            match h.detail {
+                Some(LnetDetail::Put { match_bits, ptl_index, offset, .. }) => {
+                    o.insert("portal".into(), json!(ptl_index));
+                    o.insert("portal_name".into(), json!(portal_name(ptl_index)));
+                    o.insert("match_bits".into(), json!(hexs(match_bits)));
+                    o.insert("hdr_data".into(), json!("0x0"));
+                    o.insert("put_offset".into(), json!(offset));
+                }
+                Some(LnetDetail::Get { match_bits, ptl_index, sink_length, .. }) => {
+                    o.insert("portal".into(), json!(ptl_index));
+                    o.insert("portal_name".into(), json!(portal_name(ptl_index)));
+                    o.insert("match_bits".into(), json!(hexs(match_bits)));
+                    o.insert("sink_length".into(), json!(sink_length));
+                }
+                Some(LnetDetail::Ack { match_bits, mlength, .. }) => {
+                    o.insert("match_bits".into(), json!(hexs(match_bits)));
+                    o.insert("mlength".into(), json!(mlength));
+                }
+                _ => {}
+            }
+        } else if msg.kind == "NOOP" {
+            o.insert("proto".into(), json!(self.peers[msg.peer].proto));
+        }
     }
 }

@@ -387,6 +387,176 @@ fn after(a: u32, b: u32) -> bool {
 /// (timestamps (TSval, TSecr), window scale, SACK blocks) of a segment's options.
 type Opts = (Option<(u32, u32)>, Option<u8>, Vec<(u32, u32)>);
 
+/// A segment's TCP timestamps: a TSval first seen now; an echo closes the peer's loop.
+#[inline]
+fn on_timestamps(me: &mut DirState, peer: &mut DirState, tsval: u32, tsecr: u32, s_ts: i64, series_ns: i64) {
+    // TSvals only grow (a reordered older one is not new): the first capture time of
+    // each, ascending. New means after every TSval seen, not only after those still
+    // awaiting their echo: a TSval (1 ms ticks) repeated after its echo popped it is
+    // echoed again by whatever the peer sends next, not in response to this segment.
+    if me.last_tsval.is_none_or(|v| after(tsval, v)) {
+        me.last_tsval = Some(tsval);
+        me.tsvals.push_back((tsval, s_ts));
+        if me.tsvals.len() > MAX_TSVALS {
+            me.tsvals.pop_front();
+        }
+    }
+    if tsecr != 0 {
+        // TS.Recent only moves forward, so TSvals older than the echo will not be
+        // echoed again.
+        while let Some(&(v, t0)) = peer.tsvals.front() {
+            if after(tsecr, v) {
+                peer.tsvals.pop_front();
+                continue;
+            }
+            if v == tsecr {
+                peer.tsvals.pop_front();
+                // The peer's TSval came past the capture at t0; I echo it now: the
+                // loop capture → me → capture, measured for the peer's direction.
+                peer.perf.add_loop(s_ts, s_ts - t0, series_ns);
+            }
+            break;
+        }
+    }
+}
+
+/// A segment's data (or SYN) in its own direction: retransmissions by cause, holes,
+/// segments awaiting their ACK, idle time, the highest sequence sent.
+#[inline]
+fn on_data(me: &mut DirState, peer: &mut DirState, s: &SegInfo<'_>, series_ns: i64) {
+    let seq = if s.syn { s.seq.wrapping_add(1) } else { s.seq };
+    let end = seq.wrapping_add(s.len);
+    if s.len > 0 {
+        me.perf.data_segments += 1;
+        me.perf.payload_bytes += u64::from(s.len);
+        let is_probe = s.len <= 1 && me.snd_max.is_some_and(|m| seq.wrapping_add(1) == m);
+        let behind = me.snd_max.is_some_and(|m| after(m, seq)) && !is_probe;
+        // Like tcptrace, a retransmission repeats bytes the capture already saw. A
+        // segment ahead of everything seen opens a hole; a segment behind the highest
+        // sequence that fills a hole is out of order when it comes within the
+        // reordering window of the hole's opening, else it is the retransmission of a
+        // segment lost before the capture point.
+        let repeats = behind && me.seen.overlaps(seq, end);
+        if let Some(m) = me.snd_max {
+            if after(seq, m) {
+                me.holes.open(m, seq, s.ts);
+            }
+        }
+        let hole_delay = if behind { me.holes.fill(seq, end).map(|t0| (s.ts - t0).max(0)) } else { None };
+        let window = reorder_window(&me.perf, &peer.perf);
+        let upstream = hole_delay.is_some_and(|x| x >= window);
+        if behind && !repeats && !upstream {
+            me.perf.out_of_order += 1;
+        }
+        me.seen.add(seq, end);
+        let retrans = repeats || upstream;
+        let k = s.ts.div_euclid(series_ns) * series_ns;
+        let b = match me.perf.tx_series.last_entry() {
+            Some(e) if *e.key() == k => e.into_mut(),
+            _ => me.perf.tx_series.entry(k).or_default(),
+        };
+        b.bytes += u64::from(s.len);
+        b.segments += 1;
+        b.retransmits += u32::from(retrans);
+        if retrans {
+            if upstream {
+                me.perf.retransmits_upstream += 1;
+                me.perf.upstream_delays.add(hole_delay.unwrap_or(0) as f64);
+            }
+            me.retransmitted(seq, end, s.ts);
+        }
+        if hole_delay.is_some() || (behind && !repeats) {
+            // A hole filler (reordered, or resent after a loss before the capture
+            // point): an ACK covering it was held back by the hole, so it is ambiguous
+            // for RTT like a retransmission (Karn).
+            let pos = me.sent.iter().position(|sg| after(sg.end, end)).unwrap_or(me.sent.len());
+            if me.sent.len() < MAX_SENT {
+                me.sent.insert(pos, SentSeg { end, ts: s.ts, retransmitted: true });
+            }
+        } else if !behind && !is_probe && me.sent.len() < MAX_SENT {
+            me.sent.push_back(SentSeg { end, ts: s.ts, retransmitted: false });
+        }
+        if let Some(last) = me.last_data_ts {
+            let outstanding = me.snd_una.zip(me.snd_max).is_some_and(|(u, m)| after(m, u));
+            let loop_ns = me.perf.recent_loop().unwrap_or(0).max(1_000_000);
+            if !outstanding && s.ts - last > loop_ns {
+                me.perf.idle_ns += s.ts - last;
+            }
+        }
+        me.last_data_ts = Some(s.ts);
+    }
+    if me.snd_max.is_none_or(|m| after(end, m)) {
+        me.snd_max = Some(end);
+    }
+    if me.snd_una.is_none() {
+        me.snd_una = Some(seq);
+        me.last_progress_ts = s.ts;
+    }
+    if let Some(m) = me.snd_max {
+        // Only changes: the history is a step function of time.
+        if me.max_hist.back().is_none_or(|&(_, last)| last != m) {
+            me.max_hist.push_back((s.ts, m));
+        }
+    }
+}
+
+/// A segment's ACK field, acknowledging the peer's data: duplicate ACKs, RTT samples
+/// (Karn), the window and SACKed bytes for the flight estimate.
+#[inline]
+fn on_ack(me: &mut DirState, peer: &mut DirState, s: &SegInfo<'_>, sack: &[(u32, u32)], series_ns: i64) {
+    me.last_raw_window = s.window;
+    me.max_raw_window = me.max_raw_window.max(s.window);
+    let ack = s.ack;
+    if s.window == 0 && s.len == 0 {
+        peer.perf.zero_windows += 1;
+    }
+    match peer.last_ack {
+        Some(l) if l == ack && s.len == 0 && !s.syn && peer.snd_max.is_some_and(|m| after(m, ack)) => {
+            peer.dup_count += 1;
+            peer.perf.dup_acks += 1;
+        }
+        Some(l) if !after(ack, l) => {}
+        _ => {
+            peer.dup_count = 0;
+            peer.last_progress_ts = s.ts;
+        }
+    }
+    if peer.last_ack.is_none_or(|l| after(ack, l)) {
+        peer.last_ack = Some(ack);
+        peer.holes.acked(ack);
+        if peer.snd_una.is_none_or(|u| after(ack, u)) {
+            peer.snd_una = Some(ack);
+        }
+        // Karn, as tcptrace applies it: a sample only from the segment this ACK ends at
+        // exactly, and only if that segment was never retransmitted (an ACK that jumps
+        // over a repaired hole says nothing about the segments it covers).
+        let mut sample = None;
+        let mut covers_retransmitted = false;
+        while let Some(sg) = peer.sent.front() {
+            if after(sg.end, ack) {
+                break;
+            }
+            covers_retransmitted |= sg.retransmitted;
+            sample = (sg.end == ack && !covers_retransmitted).then(|| s.ts - sg.ts);
+            peer.sent.pop_front();
+        }
+
+        if let Some(x) = sample {
+            peer.perf.data_ack_n += 1;
+            peer.perf.data_ack_sum_ns += i128::from(x);
+            peer.perf.add_loop(s.ts, x, series_ns);
+        }
+    }
+    let scale = peer.perf.rcv_wscale.unwrap_or(0);
+    let wnd = u64::from(s.window) << scale;
+    let sacked: u64 =
+        sack.iter().filter(|(l, r)| after(*r, *l) && after(*r, ack)).map(|(l, r)| u64::from(r.wrapping_sub(*l))).sum();
+    if peer.recover.is_some_and(|r| !after(r, ack)) {
+        peer.recover = None;
+    }
+    peer.pending.push_back((s.ts, ack, wnd, sacked, peer.recover.is_some()));
+}
+
 fn parse_opts(opts: &[u8]) -> Opts {
     let (mut ts, mut ws, mut sack) = (None, None, Vec::new());
     let mut i = 0;
@@ -519,168 +689,15 @@ impl ConnPerf {
         }
         // TCP timestamps: a TSval first seen now; an echo closes the peer's loop.
         if let Some((tsval, tsecr)) = ts_opt {
-            // TSvals only grow (a reordered older one is not new): the first capture time of
-            // each, ascending. New means after every TSval seen, not only after those still
-            // awaiting their echo: a TSval (1 ms ticks) repeated after its echo popped it is
-            // echoed again by whatever the peer sends next, not in response to this segment.
-            if me.last_tsval.is_none_or(|v| after(tsval, v)) {
-                me.last_tsval = Some(tsval);
-                me.tsvals.push_back((tsval, s.ts));
-                if me.tsvals.len() > MAX_TSVALS {
-                    me.tsvals.pop_front();
-                }
-            }
-            if tsecr != 0 {
-                // TS.Recent only moves forward, so TSvals older than the echo will not be
-                // echoed again.
-                while let Some(&(v, t0)) = peer.tsvals.front() {
-                    if after(tsecr, v) {
-                        peer.tsvals.pop_front();
-                        continue;
-                    }
-                    if v == tsecr {
-                        peer.tsvals.pop_front();
-                        // The peer's TSval came past the capture at t0; I echo it now: the
-                        // loop capture → me → capture, measured for the peer's direction.
-                        peer.perf.add_loop(s.ts, s.ts - t0, self.series_ns);
-                    }
-                    break;
-                }
-            }
+            on_timestamps(me, peer, tsval, tsecr, s.ts, self.series_ns);
         }
         // Data of this direction.
         if s.len > 0 || s.syn {
-            let seq = if s.syn { s.seq.wrapping_add(1) } else { s.seq };
-            let end = seq.wrapping_add(s.len);
-            if s.len > 0 {
-                me.perf.data_segments += 1;
-                me.perf.payload_bytes += u64::from(s.len);
-                let is_probe = s.len <= 1 && me.snd_max.is_some_and(|m| seq.wrapping_add(1) == m);
-                let behind = me.snd_max.is_some_and(|m| after(m, seq)) && !is_probe;
-                // Like tcptrace, a retransmission repeats bytes the capture already saw. A
-                // segment ahead of everything seen opens a hole; a segment behind the highest
-                // sequence that fills a hole is out of order when it comes within the
-                // reordering window of the hole's opening, else it is the retransmission of a
-                // segment lost before the capture point.
-                let repeats = behind && me.seen.overlaps(seq, end);
-                if let Some(m) = me.snd_max {
-                    if after(seq, m) {
-                        me.holes.open(m, seq, s.ts);
-                    }
-                }
-                let hole_delay = if behind { me.holes.fill(seq, end).map(|t0| (s.ts - t0).max(0)) } else { None };
-                let window = reorder_window(&me.perf, &peer.perf);
-                let upstream = hole_delay.is_some_and(|x| x >= window);
-                if behind && !repeats && !upstream {
-                    me.perf.out_of_order += 1;
-                }
-                me.seen.add(seq, end);
-                let retrans = repeats || upstream;
-                let k = s.ts.div_euclid(self.series_ns) * self.series_ns;
-                let b = match me.perf.tx_series.last_entry() {
-                    Some(e) if *e.key() == k => e.into_mut(),
-                    _ => me.perf.tx_series.entry(k).or_default(),
-                };
-                b.bytes += u64::from(s.len);
-                b.segments += 1;
-                b.retransmits += u32::from(retrans);
-                if retrans {
-                    if upstream {
-                        me.perf.retransmits_upstream += 1;
-                        me.perf.upstream_delays.add(hole_delay.unwrap_or(0) as f64);
-                    }
-                    me.retransmitted(seq, end, s.ts);
-                }
-                if hole_delay.is_some() || (behind && !repeats) {
-                    // A hole filler (reordered, or resent after a loss before the capture
-                    // point): an ACK covering it was held back by the hole, so it is ambiguous
-                    // for RTT like a retransmission (Karn).
-                    let pos = me.sent.iter().position(|sg| after(sg.end, end)).unwrap_or(me.sent.len());
-                    if me.sent.len() < MAX_SENT {
-                        me.sent.insert(pos, SentSeg { end, ts: s.ts, retransmitted: true });
-                    }
-                } else if !behind && !is_probe && me.sent.len() < MAX_SENT {
-                    me.sent.push_back(SentSeg { end, ts: s.ts, retransmitted: false });
-                }
-                if let Some(last) = me.last_data_ts {
-                    let outstanding = me.snd_una.zip(me.snd_max).is_some_and(|(u, m)| after(m, u));
-                    let loop_ns = me.perf.recent_loop().unwrap_or(0).max(1_000_000);
-                    if !outstanding && s.ts - last > loop_ns {
-                        me.perf.idle_ns += s.ts - last;
-                    }
-                }
-                me.last_data_ts = Some(s.ts);
-            }
-            if me.snd_max.is_none_or(|m| after(end, m)) {
-                me.snd_max = Some(end);
-            }
-            if me.snd_una.is_none() {
-                me.snd_una = Some(seq);
-                me.last_progress_ts = s.ts;
-            }
-            if let Some(m) = me.snd_max {
-                // Only changes: the history is a step function of time.
-                if me.max_hist.back().is_none_or(|&(_, last)| last != m) {
-                    me.max_hist.push_back((s.ts, m));
-                }
-            }
+            on_data(me, peer, s, self.series_ns);
         }
         // This segment's ACK field acknowledges the peer's data.
         if s.has_ack {
-            me.last_raw_window = s.window;
-            me.max_raw_window = me.max_raw_window.max(s.window);
-            let ack = s.ack;
-            if s.window == 0 && s.len == 0 {
-                peer.perf.zero_windows += 1;
-            }
-            match peer.last_ack {
-                Some(l) if l == ack && s.len == 0 && !s.syn && peer.snd_max.is_some_and(|m| after(m, ack)) => {
-                    peer.dup_count += 1;
-                    peer.perf.dup_acks += 1;
-                }
-                Some(l) if !after(ack, l) => {}
-                _ => {
-                    peer.dup_count = 0;
-                    peer.last_progress_ts = s.ts;
-                }
-            }
-            if peer.last_ack.is_none_or(|l| after(ack, l)) {
-                peer.last_ack = Some(ack);
-                peer.holes.acked(ack);
-                if peer.snd_una.is_none_or(|u| after(ack, u)) {
-                    peer.snd_una = Some(ack);
-                }
-                // Karn, as tcptrace applies it: a sample only from the segment this ACK ends at
-                // exactly, and only if that segment was never retransmitted (an ACK that jumps
-                // over a repaired hole says nothing about the segments it covers).
-                let mut sample = None;
-                let mut covers_retransmitted = false;
-                while let Some(sg) = peer.sent.front() {
-                    if after(sg.end, ack) {
-                        break;
-                    }
-                    covers_retransmitted |= sg.retransmitted;
-                    sample = (sg.end == ack && !covers_retransmitted).then(|| s.ts - sg.ts);
-                    peer.sent.pop_front();
-                }
-
-                if let Some(x) = sample {
-                    peer.perf.data_ack_n += 1;
-                    peer.perf.data_ack_sum_ns += i128::from(x);
-                    peer.perf.add_loop(s.ts, x, self.series_ns);
-                }
-            }
-            let scale = peer.perf.rcv_wscale.unwrap_or(0);
-            let wnd = u64::from(s.window) << scale;
-            let sacked: u64 = sack
-                .iter()
-                .filter(|(l, r)| after(*r, *l) && after(*r, ack))
-                .map(|(l, r)| u64::from(r.wrapping_sub(*l)))
-                .sum();
-            if peer.recover.is_some_and(|r| !after(r, ack)) {
-                peer.recover = None;
-            }
-            peer.pending.push_back((s.ts, ack, wnd, sacked, peer.recover.is_some()));
+            on_ack(me, peer, s, &sack, self.series_ns);
         }
     }
 
