@@ -213,10 +213,7 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
                 return Ok(exit::USAGE);
             }
             Ok(failures) => {
-                for f in &failures {
-                    let values = if f.values.is_empty() { String::new() } else { format!(": {}", f.values.join(", ")) };
-                    eprintln!("lnetcap: gate failed: --fail-if '{}' holds for {}{values}", f.gate, f.peer);
-                }
+                crate::gate::print_failures(&failures);
                 if !failures.is_empty() && code == exit::OK {
                     code = exit::GATE;
                 }

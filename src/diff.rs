@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use lnetcap_analysis::REPORT_SCHEMA_VERSION;
 use lnetcap_report::diff::{diff, parse_tolerance, write_text, Tolerance};
 
 use crate::exit;
+use crate::gate::{other_schema, read_report};
 
 #[derive(Args, Debug)]
 pub(crate) struct DiffArgs {
@@ -18,9 +18,11 @@ pub(crate) struct DiffArgs {
     /// The report to check against it.
     pub new: PathBuf,
     /// Tolerance of a metric: `NAME=5%` (relative to the base) or `NAME=0.02` (absolute,
-    /// in the field's unit); repeatable. Metrics: throughput (5%), efficiency (0.05), rpcs
-    /// (0), rpcs_partial (0), latency_p50 (10%), latency_p99 (10%), retransmits (10%);
-    /// rif, rtt and t_model are reported, never regressions.
+    /// in the field's unit); repeatable. Compared by default: rpcs (0), rpcs_partial (0),
+    /// throughput (5%), rif (5%), latency_p50 (10%), latency_p99 (10%), rtt (5%),
+    /// retransmits (10%), t_model (5%), efficiency (0.05); rif, rtt and t_model are
+    /// reported, never regressions. Any other numeric field of docs/analyze-json.md
+    /// (`tcp.dup_acks=0`) is compared when given a tolerance.
     #[arg(long = "tolerance", value_name = "NAME=VALUE", value_parser = parse_tolerance)]
     pub tolerances: Vec<(String, Tolerance)>,
     /// Show every compared value, not only the changed ones.
@@ -31,35 +33,10 @@ pub(crate) struct DiffArgs {
     pub json: Option<PathBuf>,
 }
 
-fn read(p: &PathBuf) -> Result<serde_json::Value> {
-    let text = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-    let v: serde_json::Value =
-        serde_json::from_slice(&text).with_context(|| format!("{}: not a JSON report", p.display()))?;
-    anyhow::ensure!(
-        v.get("peers").is_some_and(|p| p.is_array()),
-        "{}: not an lnetcap JSON report (no peers array)",
-        p.display()
-    );
-    Ok(v)
-}
-
-/// A report of another schema_version than this lnetcap writes: its fields may mean
-/// something else, so it is not compared.
-fn other_schema(p: &std::path::Path, v: &serde_json::Value) -> Option<String> {
-    let have = v.get("schema_version").and_then(serde_json::Value::as_u64);
-    (have != Some(u64::from(REPORT_SCHEMA_VERSION))).then(|| {
-        format!(
-            "{}: report schema_version {}, this lnetcap reads {REPORT_SCHEMA_VERSION}: analyze both captures with the same lnetcap",
-            p.display(),
-            have.map_or("missing".to_string(), |h| h.to_string())
-        )
-    })
-}
-
 pub(crate) fn run(a: &DiffArgs) -> Result<u8> {
-    let (base, new) = (read(&a.base)?, read(&a.new)?);
+    let (base, new) = (read_report(&a.base)?, read_report(&a.new)?);
     for (p, v) in [(&a.base, &base), (&a.new, &new)] {
-        if let Some(why) = other_schema(p, v) {
+        if let Some(why) = other_schema(p, v, "analyze both captures with the same lnetcap") {
             eprintln!("lnetcap diff: {why}");
             return Ok(exit::USAGE);
         }

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod analyze;
 mod decode;
 mod diff;
+mod gate;
 mod input;
 mod synth;
 
@@ -20,7 +21,8 @@ pub(crate) mod exit {
     /// capture, I/O error). What could be read was still decoded and reported.
     pub const INPUT: u8 = 1;
     /// Command-line usage error (also a `--fail-if` expression that does not parse or
-    /// names no field of the report).
+    /// names no field of the report, and a stored report of another schema_version given
+    /// to `diff` or `gate`).
     pub const USAGE: u8 = 2;
     /// A gate failed: a `--fail-if` expression held for a peer, or `diff` found a
     /// regression. (1 takes precedence: an input not read to its end.)
@@ -47,6 +49,9 @@ enum Cmd {
     /// Compare two JSON reports (`analyze --json`): what changed per peer, and whether
     /// anything regressed beyond its tolerance (exit 3).
     Diff(diff::DiffArgs),
+    /// Check `--fail-if` gates against stored JSON reports (`analyze --json`): exit 3 when
+    /// one holds, 2 for a report of another schema_version.
+    Gate(gate::GateArgs),
     /// Write a deterministic scenario capture and its ground-truth file.
     Synth(synth::SynthArgs),
 }
@@ -64,6 +69,7 @@ fn main() -> ExitCode {
         Cmd::Analyze(a) => analyze::run(&a),
         Cmd::Decode(a) => decode::run(&a),
         Cmd::Diff(a) => diff::run(&a),
+        Cmd::Gate(a) => gate::run(&a),
         Cmd::Synth(a) => synth::run(&a),
     };
     match res {

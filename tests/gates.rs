@@ -83,7 +83,14 @@ fn fail_if_fails_and_passes_on_purpose() {
     assert!(stderr(&o).contains("at the end: expected a field"), "{}", stderr(&o));
     let o = lnetcap(&["analyze", &write, "-q", "--fail-if", "efficency < 0.8"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("no field \"efficency\""), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no field \"efficency\"; did you mean efficiency"), "{}", stderr(&o));
+    // A misspelt field fails when the gate is parsed, before any capture is read.
+    let o = lnetcap(&["analyze", "/nonexistent.pcap", "-q", "--fail-if", "rtt_typo > 1ms"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no field \"rtt_typo\"; did you mean rtt,"), "{}", stderr(&o));
+    let o = lnetcap(&["analyze", &write, "-q", "--fail-if", "binding_limit == lnet_credit"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("lnet_credits"), "{}", stderr(&o));
     let o = lnetcap(&["analyze", &write, "-q", "--fail-if", "rtt > 5MB"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("is a duration"), "{}", stderr(&o));
@@ -165,6 +172,33 @@ fn diff_fails_on_regressions_and_passes_within_tolerance() {
     let o = lnetcap(&["diff", base.to_str().unwrap(), other.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("schema_version 99") && stderr(&o).contains(other.to_str().unwrap()), "{}", stderr(&o));
+}
+
+#[test]
+fn gate_checks_stored_reports_of_this_schema_only() {
+    let report = tmp("gate.json");
+    let o = lnetcap(&["analyze", &lab("lst_read_rtt50_c32_pc8"), "-q", "--json", report.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = report.to_str().unwrap();
+    // The credit-bound read (efficiency 0.7x): the same verdicts as `analyze --fail-if`.
+    let o = lnetcap(&["gate", r, "--fail-if", "binding_limit == lnet_credits"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("holds for 10.99.1.1@tcp ↔ 10.99.2.1@tcp"), "{}", stderr(&o));
+    let o = lnetcap(&["gate", r, "--fail-if", "efficiency > 0.9", "--fail-if", "rpcs_by_opcode.BRW_WRITE > 0"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = lnetcap(&["gate", r, "--fail-if", "rtt_typo > 1ms"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("did you mean rtt,"), "{}", stderr(&o));
+    // Another schema version is refused (exit 2), naming the file and the versions.
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    v["schema_version"] = Value::from(1);
+    let other = tmp("gate-v1.json");
+    std::fs::write(&other, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = lnetcap(&["gate", other.to_str().unwrap(), "--fail-if", "efficiency < 0.8"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("schema_version 1, this lnetcap reads 2"), "{}", stderr(&o));
+    let o = lnetcap(&["gate", "/nonexistent.json", "--fail-if", "efficiency < 0.8"]);
+    assert_eq!(o.status.code(), Some(1));
 }
 
 /// The README's CI example, run as written (with `lnetcap` on PATH): it passes against a

@@ -7,12 +7,11 @@
 
 mod common;
 
-use common::{hello, lnet, nid};
+use common::{hello, lnet, nid, tcp_packet};
 use lnetcap_analysis::{AnalysisConfig, FileAnalysis, NoSink};
 use lnetcap_capture::{linktype, Packet};
 use lnetcap_lnet::wire::consts::*;
 use lnetcap_lnet::wire::{Connreq, LnetDetail, PtlrpcEmit, Wmd};
-use lnetcap_synth::pcapw::{build_packet, Link, TcpPacket};
 
 const CLIENT: &str = "10.0.0.2@tcp";
 const SERVER: &str = "10.0.0.1@tcp";
@@ -106,24 +105,7 @@ impl Hostile {
 impl Hostile {
     fn next(&mut self) -> Option<Packet<'_>> {
         let (d, payload) = self.step(self.k)?;
-        let ip = ["10.0.0.2".parse().unwrap(), "10.0.0.1".parse().unwrap()];
-        let ports = [1023u16, 988];
-        self.buf = build_packet(
-            Link::Ethernet,
-            &TcpPacket {
-                src: ip[d],
-                dst: ip[1 - d],
-                sport: ports[d],
-                dport: ports[1 - d],
-                seq: self.seq[d],
-                ack: 0,
-                flags: 0x08,
-                window: 1000,
-                options: &[],
-                payload: &payload,
-                ip_id: 0,
-            },
-        );
+        self.buf = tcp_packet(d, self.seq[d], 0, 0x08, 1000, &payload);
         self.seq[d] = self.seq[d].wrapping_add(payload.len() as u32);
         self.k += 1;
         Some(Packet {

@@ -14,7 +14,7 @@ use lnetcap_lnet::record::MessageRecord;
 use lnetcap_lnet::wire::consts::*;
 use lnetcap_lnet::wire::{Connreq, KsockHdr, LnetDetail, PtlrpcEmit, SrpcInfo, Wmd};
 use lnetcap_lnet::LnetEvent;
-use lnetcap_synth::pcapw::{build_packet, CaptureWriter, Container, Link, TcpPacket};
+use lnetcap_synth::pcapw::{CaptureWriter, Container, Link};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -99,27 +99,9 @@ fn capture(
     dups: &[usize],
     isn: [u32; 2],
 ) -> Vec<u8> {
-    let ip = ["10.0.0.2".parse().unwrap(), "10.0.0.1".parse().unwrap()];
-    let ports = [1023u16, 988];
     let mut w = CaptureWriter::new(Container::PcapNs, Link::Ethernet, 65535);
-    let pkt = |d: usize, seq: u32, ack: u32, flags: u8, payload: &[u8]| {
-        build_packet(
-            Link::Ethernet,
-            &TcpPacket {
-                src: ip[d],
-                dst: ip[1 - d],
-                sport: ports[d],
-                dport: ports[1 - d],
-                seq,
-                ack,
-                flags,
-                window: 100,
-                options: &[],
-                payload,
-                ip_id: 0,
-            },
-        )
-    };
+    let pkt =
+        |d: usize, seq: u32, ack: u32, flags: u8, payload: &[u8]| common::tcp_packet(d, seq, ack, flags, 100, payload);
     w.packet(1, &pkt(0, isn[0], 0, 0x02, &[]));
     w.packet(2, &pkt(1, isn[1], isn[0].wrapping_add(1), 0x12, &[]));
     let data = [&streams.0, &streams.1];

@@ -176,3 +176,27 @@ pub fn hello(src: &str, dst: &str) -> Vec<u8> {
     }
     .emit()
 }
+
+/// An Ethernet frame of one TCP segment between the test client 10.0.0.2:1023 (`d` = 0
+/// sends) and the server 10.0.0.1:988 (`d` = 1 sends).
+pub fn tcp_packet(d: usize, seq: u32, ack: u32, flags: u8, window: u16, payload: &[u8]) -> Vec<u8> {
+    use lnetcap_synth::pcapw::{build_packet, Link, TcpPacket};
+    let ip = ["10.0.0.2".parse().unwrap(), "10.0.0.1".parse().unwrap()];
+    let ports = [1023u16, 988];
+    build_packet(
+        Link::Ethernet,
+        &TcpPacket {
+            src: ip[d],
+            dst: ip[1 - d],
+            sport: ports[d],
+            dport: ports[1 - d],
+            seq,
+            ack,
+            flags,
+            window,
+            options: &[],
+            payload,
+            ip_id: 0,
+        },
+    )
+}

@@ -7,30 +7,37 @@ use lnetcap_lnet::pipeline::{DecodeSummary, Pipeline};
 use lnetcap_model::rate::{rate_model, RateInput};
 use lnetcap_model::{advise, evaluate, ModelInput};
 use lnetcap_rpc::tcp::{bulk_directions, rtt_report, tcp_report, ConnPerfRef, RttReport};
-use lnetcap_rpc::PeerReport;
+use lnetcap_rpc::{PeerReport, Side};
 use lnetcap_tcp::perf::DirPerf;
 use lnetcap_tcp::ConnId;
 
 use crate::report::{
-    ConnectionEntry, DirectionEntry, DirectionInterval, DirectionTcp, Fits, IntervalModel, ModelReport, PeerEntry,
-    RateReport,
+    BindingLimit, ConnectionEntry, DirectionEntry, DirectionInterval, DirectionTcp, FitPoint, Fits, IntervalModel,
+    ModelReport, PeerEntry, RateReport,
 };
 
 /// Fits across the captures' peers (seeds 002 and 003), with two points or more.
 pub fn fits(peers: &[PeerEntry]) -> Option<Fits> {
-    let points: Vec<(String, f64, f64, f64, f64)> = peers
+    let points: Vec<FitPoint> = peers
         .iter()
         .filter(|e| e.model.inputs.rtt_s > 0.0 && e.model.inputs.observed > 0.0)
-        .map(|e| {
-            (e.file.clone(), e.model.inputs.rtt_s, e.model.inputs.bs_bytes, e.model.inputs.rif, e.model.inputs.observed)
+        .map(|e| FitPoint {
+            file: e.file.clone(),
+            rtt_s: e.model.inputs.rtt_s,
+            rpc_bytes: e.model.inputs.bs_bytes,
+            rif: e.model.inputs.rif,
+            throughput_bytes_per_s: e.model.inputs.observed,
         })
         .collect();
     if points.len() < 2 {
         return None;
     }
-    let buf = lnetcap_model::fit_buffer_profile(&points.iter().map(|p| (p.1, p.4)).collect::<Vec<_>>());
-    let base = (points[0].2, points[0].3, points[0].1, points[0].4);
-    let rest: Vec<(f64, f64, f64, f64)> = points[1..].iter().map(|p| (p.2, p.3, p.1, p.4)).collect();
+    let buf = lnetcap_model::fit_buffer_profile(
+        &points.iter().map(|p| (p.rtt_s, p.throughput_bytes_per_s)).collect::<Vec<_>>(),
+    );
+    let seed003 = |p: &FitPoint| (p.rpc_bytes, p.rif, p.rtt_s, p.throughput_bytes_per_s);
+    let base = seed003(&points[0]);
+    let rest: Vec<(f64, f64, f64, f64)> = points[1..].iter().map(seed003).collect();
     let k = lnetcap_model::fit_seed003_k(base, &rest);
     Some(Fits {
         points,
@@ -140,9 +147,6 @@ fn choose_link(inp: &mut ModelInput, link_rate: Option<f64>, full: bool, best: f
     }
 }
 
-/// `binding_limit` of a pair that moved no bulk data: no throughput verdict.
-pub const NO_BULK: &str = "none (no bulk traffic)";
-
 /// Round trips an RPC costs, from the message sequence the capture shows: a read whose
 /// reply leaves right behind its bulk data (bulk end → reply well under the client's loop:
 /// no zero-copy ACK or LNet ACK awaited) costs one (½ request, ½ bulk and reply); every
@@ -217,7 +221,7 @@ fn interval_models(peer: &PeerReport, inp: &ModelInput, s: &IntervalInputs<'_>) 
                 observed_bytes_per_s: i.observed,
                 t_rpc_bytes_per_s: o.t_rpc_bytes_per_s,
                 t_model_bytes_per_s: o.t_model_bytes_per_s,
-                binding_limit: o.binding_limit.as_str(),
+                binding_limit: o.binding_limit,
                 cwnd_estimate: cw,
             }
         })
@@ -363,7 +367,7 @@ pub fn peer_entry(
         file: file.to_string(),
         rtt_us: rtt,
         tcp,
-        binding_limit: if no_bulk { NO_BULK } else { out.binding_limit.as_str() },
+        binding_limit: if no_bulk { BindingLimit::NoBulk } else { BindingLimit::Bound(out.binding_limit) },
         model: ModelReport {
             t_rpc_bytes_per_s: out.t_rpc_bytes_per_s,
             t_model_bytes_per_s: out.t_model_bytes_per_s,
@@ -399,7 +403,8 @@ pub fn connection_entries(
             let owner = peers.iter().find_map(|p| p.connections.iter().find(|pc| pc.id == c.id).map(|pc| (p, pc)));
             let perf = pipe.tcp_perf(ConnId(c.id));
             let direction = |d: usize| {
-                let sender = owner.map(|(_, pc)| if (d == 0) == pc.active_is_client { "client" } else { "server" });
+                let sender =
+                    owner.map(|(_, pc)| if (d == 0) == pc.active_is_client { Side::Client } else { Side::Server });
                 let (tcp_perf, series) = match perf {
                     Some(p) => direction_tcp(p[d], p[1 - d], per_s),
                     None => (DirectionTcp::default(), Vec::new()),

@@ -109,10 +109,9 @@ pub fn drive<S: PacketSource + ?Sized>(
     obs.finished(name);
     pipe.finish(&mut events);
     on_events(pipe, &mut events)?;
-    let s = pipe.summary();
-    if s.connections.is_empty() {
+    if !pipe.has_lnet_connections() {
         let cfg = pipe.config();
-        obs.notice(name, Notice::NoLnet { frames: s.frames.frames, ports: &cfg.ports, detect: cfg.detect });
+        obs.notice(name, Notice::NoLnet { frames: pipe.frames_seen(), ports: &cfg.ports, detect: cfg.detect });
     }
     Ok(complete)
 }

@@ -9,6 +9,8 @@
 //!   messages stream to a [`Sink`] as they come; [`FileAnalysis`] is the same per packet.
 //! - [`report`]: the report, the stable interface (docs/analyze-json.md); [`build`] fills
 //!   it from the pipeline and the RPC tracker through lnetcap-model.
+//! - [`fields`]: the field registry of a peer (type, unit, better, meaning), from which
+//!   gates, `diff` and the docs' field table are made.
 //! - [`defaults`]: the defaults every front end shares (acceptor port, interval) and the
 //!   one parser of rates.
 //!
@@ -18,13 +20,14 @@ pub mod analysis;
 pub mod build;
 pub mod defaults;
 pub mod drive;
+pub mod fields;
 pub mod report;
 pub mod source;
 
 pub use analysis::{Analysis, AnalysisConfig, FileAnalysis, FileOutcome, NoSink, Sink};
 pub use drive::{decode_source, Decoded, Notice, Observer, Quiet};
 pub use report::{
-    ConnectionEntry, DirectionEntry, DirectionInterval, DirectionTcp, FileReport, Fits, IntervalModel, ModelReport,
-    PeerEntry, Report, REPORT_SCHEMA_VERSION,
+    BindingLimit, ConnectionEntry, DirectionEntry, DirectionInterval, DirectionTcp, FileReport, FitPoint, Fits,
+    IntervalModel, ModelReport, PeerEntry, Report, REPORT_SCHEMA_VERSION,
 };
 pub use source::PacketSource;

@@ -4,13 +4,65 @@
 use std::collections::BTreeMap;
 
 use lnetcap_lnet::pipeline::FrameAccounting;
-use lnetcap_model::{Advice, Bound, ModelInput, ShareLost};
+use lnetcap_model::{Advice, Bound, Limit, ModelInput, ShareLost};
 use lnetcap_rpc::tcp::{IntervalRtt, RttReport, TcpPeerReport};
-use lnetcap_rpc::PeerReport;
+use lnetcap_rpc::{PeerReport, Side};
 use serde::Serialize;
 
-/// Schema version of the analyze JSON report (docs/analyze-json.md).
-pub const REPORT_SCHEMA_VERSION: u32 = 1;
+/// Schema version of the analyze JSON report (docs/analyze-json.md). 2: `fits.points`
+/// are objects (were 5-element arrays).
+pub const REPORT_SCHEMA_VERSION: u32 = 2;
+
+/// The verdict of a peer pair: the bound that binds, or no throughput verdict for a pair
+/// that moved no bulk data (metadata, pings; see its `rate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindingLimit {
+    /// The smallest bound.
+    Bound(Limit),
+    /// No bulk traffic: no throughput verdict, no advice.
+    NoBulk,
+}
+
+impl BindingLimit {
+    /// Every value, as the JSON writes them (the field registry's words).
+    pub const ALL: [Self; 7] = [
+        Self::Bound(Limit::ALL[0]),
+        Self::Bound(Limit::ALL[1]),
+        Self::Bound(Limit::ALL[2]),
+        Self::Bound(Limit::ALL[3]),
+        Self::Bound(Limit::ALL[4]),
+        Self::Bound(Limit::ALL[5]),
+        Self::NoBulk,
+    ];
+
+    /// The JSON name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Bound(l) => l.as_str(),
+            Self::NoBulk => "none (no bulk traffic)",
+        }
+    }
+
+    /// The bound, when there is one.
+    pub fn limit(self) -> Option<Limit> {
+        match self {
+            Self::Bound(l) => Some(l),
+            Self::NoBulk => None,
+        }
+    }
+}
+
+impl Serialize for BindingLimit {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for BindingLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One analysed capture.
 #[derive(Debug, Serialize)]
@@ -41,8 +93,8 @@ pub struct PeerEntry {
     /// The throughput model.
     pub model: ModelReport,
     /// The smallest bound: `rpc_window`, `lnet_credits`, `tcp_congestion`,
-    /// `receive_window`, `server`, `link`.
-    pub binding_limit: &'static str,
+    /// `receive_window`, `server`, `link`; or `none (no bulk traffic)`.
+    pub binding_limit: BindingLimit,
     /// What to change.
     pub advice: Vec<Advice>,
     /// The model per interval of the time series (intervals with bulk traffic).
@@ -64,11 +116,11 @@ pub struct RateReport {
 
 impl PeerEntry {
     /// Who sends the bulk data: the server for reads, the client for writes (the larger).
-    pub fn bulk_sender(&self) -> &'static str {
+    pub fn bulk_sender(&self) -> Side {
         if self.peer.bytes_read >= self.peer.bytes_written {
-            "server"
+            Side::Server
         } else {
-            "client"
+            Side::Client
         }
     }
 
@@ -95,7 +147,7 @@ pub struct IntervalModel {
     /// The smallest bound.
     pub t_model_bytes_per_s: f64,
     /// The binding limit of the interval.
-    pub binding_limit: &'static str,
+    pub binding_limit: Limit,
     /// Congestion-window estimate in the interval, bytes.
     pub cwnd_estimate: Option<u64>,
 }
@@ -145,8 +197,8 @@ pub struct Report {
 /// Models fitted across captures of one workload (seeds 002 and 003).
 #[derive(Debug, Serialize)]
 pub struct Fits {
-    /// Points used: (file, RTT s, RPC size bytes, RPCs in flight, throughput bytes/s).
-    pub points: Vec<(String, f64, f64, f64, f64)>,
+    /// The peers fitted.
+    pub points: Vec<FitPoint>,
     /// Seed 002: Θ(τ) = B / τ; B in bytes, and the largest relative error.
     pub buffer_bytes: Option<f64>,
     /// Largest relative error of the B / τ fit.
@@ -155,6 +207,21 @@ pub struct Fits {
     pub k: Option<f64>,
     /// Largest relative error of the k fit.
     pub k_fit_error: Option<f64>,
+}
+
+/// One peer pair in the fits.
+#[derive(Debug, Clone, Serialize)]
+pub struct FitPoint {
+    /// The capture.
+    pub file: String,
+    /// The model's RTT, s.
+    pub rtt_s: f64,
+    /// Bulk bytes per RPC.
+    pub rpc_bytes: f64,
+    /// RPCs in flight.
+    pub rif: f64,
+    /// Observed throughput, bytes/s.
+    pub throughput_bytes_per_s: f64,
 }
 
 /// One TCP connection with LNet traffic, from the decode accounting and the TCP analysis.
@@ -190,7 +257,7 @@ pub struct ConnectionEntry {
 #[derive(Debug, Clone, Serialize)]
 pub struct DirectionEntry {
     /// `client` or `server` (the sender), when the connection belongs to a peer pair.
-    pub sender: Option<&'static str>,
+    pub sender: Option<Side>,
     /// Decode accounting of the stream (as `decode`'s summary; `tcp` is
     /// `src:port->dst:port`).
     pub stream: lnetcap_lnet::pipeline::DirSummary,

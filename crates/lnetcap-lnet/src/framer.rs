@@ -9,7 +9,7 @@
 use lnetcap_tcp::{ConnId, Dir, Stamp};
 
 use crate::limits::{HDR_CAP, PEEK_BYTES};
-use crate::message::{App, Body, FramingEvent, LnetEvent, Message, Proto};
+use crate::message::{App, Body, DesyncReason, FramingEvent, LnetEvent, Message, Proto};
 use crate::names::is_bulk_portal;
 use crate::nid::Nid;
 use crate::wire::consts::*;
@@ -49,7 +49,7 @@ enum Size {
     /// Message occupies `total` bytes; the first `hdr` are header.
     Sized { total: u64, hdr: usize },
     /// Bytes are not the expected structure.
-    Invalid(String),
+    Invalid(DesyncReason),
 }
 
 fn size_of(ctx: Ctx, h: &[u8]) -> Size {
@@ -67,7 +67,7 @@ fn size_of(ctx: Ctx, h: &[u8]) -> Size {
                 let v = if m == ACCEPTOR_MAGIC { v } else { v.swap_bytes() };
                 return match Connreq::wire_len(v) {
                     Some(n) => Size::Sized { total: n as u64, hdr: n },
-                    None => Size::Invalid(format!("acceptor connreq version {v} is unknown")),
+                    None => Size::Invalid(DesyncReason::ConnreqVersion(v)),
                 };
             }
             size_of(Ctx::Hello, h)
@@ -81,7 +81,7 @@ fn size_of(ctx: Ctx, h: &[u8]) -> Size {
             } else {
                 56
             }),
-            Err(e) => Size::Invalid(e.to_string()),
+            Err(e) => Size::Invalid(e.into()),
         },
         Ctx::Msg(Proto::V1) => {
             if h.len() < 32 {
@@ -89,7 +89,7 @@ fn size_of(ctx: Ctx, h: &[u8]) -> Size {
             }
             let pl = le32_at(h, 28).unwrap_or(0);
             if pl > LNET_MTU {
-                return Size::Invalid(format!("LNet payload_length {pl} exceeds LNET_MTU"));
+                return Size::Invalid(DesyncReason::PayloadOverMtu(pl));
             }
             Size::Sized { total: LNET_HDR_NID4_LEN as u64 + u64::from(pl), hdr: LNET_HDR_NID4_LEN }
         }
@@ -107,12 +107,12 @@ fn size_of(ctx: Ctx, h: &[u8]) -> Size {
                     }
                     let pl = le32_at(h, KSOCK_HDR_LEN + layout.plen_off).unwrap_or(0);
                     if pl > LNET_MTU {
-                        return Size::Invalid(format!("LNet payload_length {pl} exceeds LNET_MTU"));
+                        return Size::Invalid(DesyncReason::PayloadOverMtu(pl));
                     }
                     let hdr = KSOCK_HDR_LEN + layout.len;
                     Size::Sized { total: hdr as u64 + u64::from(pl), hdr }
                 }
-                t => Size::Invalid(format!("ksock message type 0x{t:x} is neither NOOP (0xc0) nor LNET (0xc1)")),
+                t => Size::Invalid(DesyncReason::KsockType(t)),
             }
         }
     }
@@ -250,7 +250,7 @@ impl Framer {
         }
     }
 
-    fn lose(&mut self, at: u64, stamp: Stamp, reason: String, at_boundary: bool, out: &mut Vec<LnetEvent>) {
+    fn lose(&mut self, at: u64, stamp: Stamp, reason: DesyncReason, at_boundary: bool, out: &mut Vec<LnetEvent>) {
         let first = match self.cur.take() {
             Some(cur) => {
                 // Header bytes collected so far are skipped bytes now.
@@ -413,13 +413,13 @@ impl Framer {
             let Some(cur) = self.cur.as_mut() else {
                 self.stats.headers_lost += 1;
                 let at = self.pos;
-                self.lose(at, stamp, "a message header fell into uncaptured bytes".into(), true, out);
+                self.lose(at, stamp, DesyncReason::HeaderNotCaptured, true, out);
                 continue;
             };
             let Some((total, hdr)) = cur.sized else {
                 self.stats.headers_lost += 1;
                 let start = cur.start;
-                self.lose(start, stamp, "a message header was cut before its length field".into(), true, out);
+                self.lose(start, stamp, DesyncReason::HeaderCut, true, out);
                 continue;
             };
             let in_msg = self.pos - cur.start;
@@ -466,7 +466,7 @@ impl Framer {
                         }
                         Err(e) => {
                             let s = cur.start;
-                            self.lose(s, last, e.to_string(), false, out);
+                            self.lose(s, last, e.into(), false, out);
                             None
                         }
                     }
@@ -484,7 +484,7 @@ impl Framer {
                         }
                         Err(e) => {
                             let s = cur.start;
-                            self.lose(s, last, e.to_string(), false, out);
+                            self.lose(s, last, e.into(), false, out);
                             None
                         }
                     }

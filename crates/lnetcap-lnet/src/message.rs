@@ -147,6 +147,29 @@ impl Message {
     }
 }
 
+/// Why framing was lost.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DesyncReason {
+    /// A message header fell into bytes the capture did not hold.
+    #[error("a message header fell into uncaptured bytes")]
+    HeaderNotCaptured,
+    /// The capture cut a message header before its length field.
+    #[error("a message header was cut before its length field")]
+    HeaderCut,
+    /// An acceptor connection request of an unknown version.
+    #[error("acceptor connreq version {0} is unknown")]
+    ConnreqVersion(u32),
+    /// A payload length above LNET_MTU.
+    #[error("LNet payload_length {0} exceeds LNET_MTU")]
+    PayloadOverMtu(u32),
+    /// A ksock message type that is neither NOOP nor LNET.
+    #[error("ksock message type 0x{0:x} is neither NOOP (0xc0) nor LNET (0xc1)")]
+    KsockType(u32),
+    /// The bytes did not parse as the structure expected there.
+    #[error(transparent)]
+    Wire(#[from] crate::wire::WireError),
+}
+
 /// Framing events besides messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FramingEvent {
@@ -156,7 +179,7 @@ pub enum FramingEvent {
         /// Stream offset where framing was lost.
         offset: u64,
         /// Why.
-        reason: String,
+        reason: DesyncReason,
     },
     /// Framing found again at `offset` after skipping `skipped` bytes.
     Resync {

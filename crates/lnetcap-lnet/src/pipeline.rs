@@ -397,6 +397,16 @@ impl Pipeline {
         self.dec.conns.get(id.0 as usize).and_then(|c| c.hello_ctype[dir.index()])
     }
 
+    /// Whether any connection carried LNet traffic so far (cheaper than `summary`).
+    pub fn has_lnet_connections(&self) -> bool {
+        self.dec.conns.iter().any(|st| st.class.is_lnet())
+    }
+
+    /// Frames read so far.
+    pub fn frames_seen(&self) -> u64 {
+        self.frames
+    }
+
     /// The accounting so far.
     pub fn summary(&self) -> DecodeSummary {
         let mut frames = FrameAccounting {

@@ -14,8 +14,37 @@ use crate::wire::{conn_type, srpc, LnetDetail, Wmd};
 /// Schema version of [`MessageRecord`]; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
 
-fn hex(v: u64) -> String {
-    format!("0x{v:x}")
+/// A 64-bit identifier (match bits, cookie, XID, incarnation): kept as a number, written
+/// as a `0x…` hex string (JSON numbers lose bits past 2^53).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Hex(pub u64);
+
+impl std::fmt::Display for Hex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "0x{:x}", self.0)
+    }
+}
+
+impl Serialize for Hex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A 32-bit checksum, written as eight hex digits (`0x0000abcd`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Hex32(pub u32);
+
+impl std::fmt::Display for Hex32 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "0x{:08x}", self.0)
+    }
+}
+
+impl Serialize for Hex32 {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 fn wmd(w: &Wmd) -> Option<String> {
@@ -82,16 +111,16 @@ pub struct MessageRecord {
     pub conn_type: Option<&'static str>,
     /// HELLO incarnation.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub incarnation: Option<String>,
+    pub incarnation: Option<Hex>,
     /// ksock checksum (when non-zero).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub csum: Option<String>,
+    pub csum: Option<Hex32>,
     /// ksock zero-copy request cookie (when non-zero).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub zc_req_cookie: Option<String>,
+    pub zc_req_cookie: Option<Hex>,
     /// ksock zero-copy ACK cookie (when non-zero).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub zc_ack_cookie: Option<String>,
+    pub zc_ack_cookie: Option<Hex>,
     /// LNet payload length.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload_length: Option<u32>,
@@ -103,13 +132,13 @@ pub struct MessageRecord {
     pub portal_name: Option<&'static str>,
     /// Match bits (PUT, GET, ACK).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub match_bits: Option<String>,
+    pub match_bits: Option<Hex>,
     /// Low 32 bits of the match bits of a header the snaplen cut before their high half.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub match_bits_low32: Option<String>,
+    pub match_bits_low32: Option<Hex>,
     /// PUT hdr_data.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub hdr_data: Option<String>,
+    pub hdr_data: Option<Hex>,
     /// PUT offset in the target MD.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub put_offset: Option<u32>,
@@ -148,7 +177,7 @@ pub struct MessageRecord {
     pub service_time: Option<u32>,
     /// PtlRPC pb_mbits.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pb_mbits: Option<String>,
+    pub pb_mbits: Option<Hex>,
     /// PtlRPC jobid.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jobid: Option<String>,
@@ -160,10 +189,10 @@ pub struct MessageRecord {
     pub srpc_type: Option<&'static str>,
     /// Self-test rpyid.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rpyid: Option<String>,
+    pub rpyid: Option<Hex>,
     /// Self-test bulkid.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub bulkid: Option<String>,
+    pub bulkid: Option<Hex>,
     /// Self-test BRW direction (read, write).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub brw_rw: Option<&'static str>,
@@ -198,7 +227,7 @@ impl MessageRecord {
             inferred: m.inferred,
             ..Self::default()
         };
-        let nz = |v: u64| (v != 0).then(|| hex(v));
+        let nz = |v: u64| (v != 0).then_some(Hex(v));
         match &m.body {
             Body::Connreq(c) => {
                 r.connreq_version = Some(c.version);
@@ -211,16 +240,16 @@ impl MessageRecord {
                 r.dst_nid = h.dst_nid.map(|n| n.to_string());
                 r.src_pid = Some(h.src_pid);
                 r.dst_pid = Some(h.dst_pid);
-                r.incarnation = Some(hex(h.src_incarnation));
+                r.incarnation = Some(Hex(h.src_incarnation));
             }
             Body::Noop(k) => {
-                r.csum = (k.csum != 0).then(|| format!("0x{:08x}", k.csum));
+                r.csum = (k.csum != 0).then_some(Hex32(k.csum));
                 r.zc_req_cookie = nz(k.zc_req_cookie);
                 r.zc_ack_cookie = nz(k.zc_ack_cookie);
             }
             Body::Lnet { ksock, hdr, app } => {
                 if let Some(k) = ksock {
-                    r.csum = (k.csum != 0).then(|| format!("0x{:08x}", k.csum));
+                    r.csum = (k.csum != 0).then_some(Hex32(k.csum));
                     r.zc_req_cookie = nz(k.zc_req_cookie);
                     r.zc_ack_cookie = nz(k.zc_ack_cookie);
                 }
@@ -232,14 +261,14 @@ impl MessageRecord {
                 match hdr.detail {
                     Some(LnetDetail::Put { ack_wmd, match_bits, hdr_data, ptl_index, offset }) => {
                         r.portal = Some(ptl_index);
-                        r.match_bits = Some(hex(match_bits));
-                        r.hdr_data = Some(hex(hdr_data));
+                        r.match_bits = Some(Hex(match_bits));
+                        r.hdr_data = Some(Hex(hdr_data));
                         r.put_offset = Some(offset);
                         r.ack_wmd = if ack_wmd.is_none() { None } else { wmd(&ack_wmd) };
                     }
                     Some(LnetDetail::Get { return_wmd, match_bits, ptl_index, src_offset, sink_length }) => {
                         r.portal = Some(ptl_index);
-                        r.match_bits = Some(hex(match_bits));
+                        r.match_bits = Some(Hex(match_bits));
                         r.return_wmd = wmd(&return_wmd);
                         r.src_offset = Some(src_offset);
                         r.sink_length = Some(sink_length);
@@ -247,14 +276,14 @@ impl MessageRecord {
                     Some(LnetDetail::Reply { dst_wmd }) => r.dst_wmd = wmd(&dst_wmd),
                     Some(LnetDetail::Ack { dst_wmd, match_bits, mlength }) => {
                         r.dst_wmd = wmd(&dst_wmd);
-                        r.match_bits = Some(hex(match_bits));
+                        r.match_bits = Some(Hex(match_bits));
                         r.mlength = Some(mlength);
                     }
                     Some(LnetDetail::Hello { .. }) | Some(LnetDetail::Unknown) => {}
                     None => {
                         // A header cut by the snaplen: the handle and half the match bits.
                         let cut = hdr.cut.unwrap_or_default();
-                        r.match_bits_low32 = cut.match_bits_lo.map(|x| hex(u64::from(x)));
+                        r.match_bits_low32 = cut.match_bits_lo.map(|x| Hex(u64::from(x)));
                         let w = cut.wmd.filter(|w| !w.is_none()).and_then(|w| wmd(&w));
                         match hdr.msg_type {
                             LNET_PUT => r.ack_wmd = w,
@@ -271,14 +300,14 @@ impl MessageRecord {
                         r.opc_name = p.opc.and_then(opc_name);
                         r.status = p.status;
                         r.service_time = p.service_time;
-                        r.pb_mbits = p.mbits.map(hex);
+                        r.pb_mbits = p.mbits.map(Hex);
                         r.jobid = p.jobid.clone();
                         r.early_reply = p.looks_early_reply().then_some(true);
                     }
                     App::Srpc(s) => {
                         r.srpc_type = Some(srpc::type_name(s.msg_type));
-                        r.rpyid = s.rpyid.map(hex);
-                        r.bulkid = s.bulkid.map(hex);
+                        r.rpyid = s.rpyid.map(Hex);
+                        r.bulkid = s.bulkid.map(Hex);
                         r.brw_rw = s.brw_rw.map(|x| match x {
                             1 => "read",
                             2 => "write",

@@ -112,6 +112,22 @@ pub enum Limit {
 }
 
 impl Limit {
+    /// Every limit, in the order bounds tie-break (the link first).
+    pub const ALL: [Self; 6] =
+        [Self::Link, Self::LnetCredits, Self::RpcWindow, Self::TcpCongestion, Self::ReceiveWindow, Self::Server];
+
+    /// What it is, for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::RpcWindow => "RPC window (RPCs in flight × size / 2·RTT)",
+            Self::LnetCredits => "LNet credits",
+            Self::TcpCongestion => "TCP congestion window",
+            Self::ReceiveWindow => "TCP receive window",
+            Self::Server => "server time",
+            Self::Link => "the link",
+        }
+    }
+
     /// The JSON name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -219,11 +235,42 @@ pub struct ModelOutput {
     pub shares_lost: Vec<ShareLost>,
 }
 
+/// What a step of the waterfall is lost to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostTo {
+    /// A bound below the one above it.
+    Limit(Limit),
+    /// What no bound explains: T_model − observed.
+    Other,
+}
+
+impl LostTo {
+    /// The JSON name: the limit's, or `other`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Limit(l) => l.as_str(),
+            Self::Other => "other",
+        }
+    }
+}
+
+impl Serialize for LostTo {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for LostTo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One step of the waterfall from the reference rate down to the observed one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ShareLost {
     /// The limit (`rpc_window`, `lnet_credits`, ...) or `other`.
-    pub limit: &'static str,
+    pub limit: LostTo,
     /// Share of the reference rate, 0-1.
     pub share: f64,
 }
@@ -238,12 +285,12 @@ pub fn shares_lost(reference: f64, bounds: &[Bound], observed: f64) -> Vec<Share
     let mut level = reference;
     for b in bounds.iter().rev() {
         if b.bytes_per_s < level {
-            v.push(ShareLost { limit: b.limit.as_str(), share: (level - b.bytes_per_s) / reference });
+            v.push(ShareLost { limit: LostTo::Limit(b.limit), share: (level - b.bytes_per_s) / reference });
             level = b.bytes_per_s;
         }
     }
     if observed < level {
-        v.push(ShareLost { limit: "other", share: (level - observed.max(0.0)) / reference });
+        v.push(ShareLost { limit: LostTo::Other, share: (level - observed.max(0.0)) / reference });
     }
     v
 }
@@ -659,7 +706,7 @@ mod tests {
         let b = |limit, x: f64| Bound { limit, bytes_per_s: x * 1e6 };
         let bounds = [b(Limit::LnetCredits, 164.0), b(Limit::RpcWindow, 325.0), b(Limit::ReceiveWindow, 687.0)];
         let v = shares_lost(325e6, &bounds, 127e6);
-        assert_eq!(v.iter().map(|s| s.limit).collect::<Vec<_>>(), vec!["lnet_credits", "other"]);
+        assert_eq!(v.iter().map(|s| s.limit.as_str()).collect::<Vec<_>>(), vec!["lnet_credits", "other"]);
         assert!((v[0].share - 161.0 / 325.0).abs() < 1e-12);
         assert!((v[1].share - 37.0 / 325.0).abs() < 1e-12);
         let total: f64 = v.iter().map(|s| s.share).sum::<f64>() + 127.0 / 325.0;
@@ -667,12 +714,12 @@ mod tests {
         // With a 10 Gbit/s link as the reference, top down: the receive window, the RPC
         // window, the credits, then what no bound explains.
         let v = shares_lost(1250e6, &bounds, 127e6);
-        let names: Vec<_> = v.iter().map(|s| s.limit).collect();
+        let names: Vec<_> = v.iter().map(|s| s.limit.as_str()).collect();
         assert_eq!(names, vec!["receive_window", "rpc_window", "lnet_credits", "other"]);
         assert!((v[0].share - (1250.0 - 687.0) / 1250.0).abs() < 1e-12);
         assert!((v[1].share - (687.0 - 325.0) / 1250.0).abs() < 1e-12);
         // Observed above the model: nothing is `other`.
-        assert!(shares_lost(325e6, &bounds, 200e6).iter().all(|s| s.limit != "other"));
+        assert!(shares_lost(325e6, &bounds, 200e6).iter().all(|s| s.limit != LostTo::Other));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use lnetcap_analysis::report::{DirectionEntry, PeerEntry, Report};
+use lnetcap_model::Limit;
 
 /// The family name the charts and the HTML page use for the embedded font.
 pub const FONT: &str = "lnetcap-sans";
@@ -61,15 +62,15 @@ enum Kind {
 }
 
 /// Limit colours, shared by the charts and the page.
-pub fn limit_color(limit: &str) -> RGBColor {
+pub fn limit_color(limit: Option<Limit>) -> RGBColor {
     match limit {
-        "rpc_window" => RGBColor(0x1f, 0x77, 0xb4),
-        "lnet_credits" => RGBColor(0xe6, 0x7e, 0x00),
-        "tcp_congestion" => RGBColor(0xd6, 0x27, 0x28),
-        "receive_window" => RGBColor(0x94, 0x67, 0xbd),
-        "server" => RGBColor(0x8c, 0x56, 0x4b),
-        "link" => RGBColor(0x2c, 0xa0, 0x2c),
-        _ => RGBColor(0x7f, 0x7f, 0x7f),
+        Some(Limit::RpcWindow) => RGBColor(0x1f, 0x77, 0xb4),
+        Some(Limit::LnetCredits) => RGBColor(0xe6, 0x7e, 0x00),
+        Some(Limit::TcpCongestion) => RGBColor(0xd6, 0x27, 0x28),
+        Some(Limit::ReceiveWindow) => RGBColor(0x94, 0x67, 0xbd),
+        Some(Limit::Server) => RGBColor(0x8c, 0x56, 0x4b),
+        Some(Limit::Link) => RGBColor(0x2c, 0xa0, 0x2c),
+        None => RGBColor(0x7f, 0x7f, 0x7f),
     }
 }
 
@@ -357,7 +358,7 @@ fn throughput<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, title: &str, p:
     let x_max = ts.iter().map(|r| x(r.t_ns) + dt).fold(dt, f64::max);
     let observed: Vec<(f64, f64)> =
         ts.iter().map(|r| (x(r.t_ns), (r.read_bytes_per_s + r.write_bytes_per_s) / 1e6)).collect();
-    let mut limits: Vec<&str> = p.intervals.iter().map(|m| m.binding_limit).collect();
+    let mut limits: Vec<Limit> = p.intervals.iter().map(|m| m.binding_limit).collect();
     limits.sort_unstable();
     limits.dedup();
     let base =
@@ -398,9 +399,9 @@ fn throughput<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, title: &str, p:
             .legend(legend_line(GREY, 1));
     }
     // The model bound, coloured by the binding limit of each interval.
-    let mut seen: Vec<&str> = Vec::new();
+    let mut seen: Vec<Limit> = Vec::new();
     for m in &p.intervals {
-        let color = limit_color(m.binding_limit);
+        let color = limit_color(Some(m.binding_limit));
         let y = clip(m.t_model_bytes_per_s / 1e6);
         let s = chart
             .draw_series(std::iter::once(PathElement::new(
@@ -410,7 +411,7 @@ fn throughput<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, title: &str, p:
             .map_err(err)?;
         if !seen.contains(&m.binding_limit) {
             seen.push(m.binding_limit);
-            s.label(format!("model bound: {}", m.binding_limit)).legend(legend_line(color, 3));
+            s.label(format!("model bound: {}", m.binding_limit.as_str())).legend(legend_line(color, 3));
         }
     }
     chart
@@ -487,7 +488,7 @@ fn in_flight<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, title: &str, p: 
         .label(format!("LNet messages in flight {}, most", name(1, "server → client")))
         .legend(legend_line(s2c, 2));
     if let Some(c) = credits {
-        let red = limit_color("tcp_congestion");
+        let red = limit_color(Some(Limit::TcpCongestion));
         chart
             .draw_series(DashedLineSeries::new(vec![(0.0, c as f64), (x_max, c as f64)], 8, 5, red.stroke_width(2)))
             .map_err(err)?
@@ -573,7 +574,7 @@ fn tcp<DB: DrawingBackend>(
             s.label("RTT, mean per interval (right axis)").legend(legend_line(ct, 1));
         }
     }
-    let red = limit_color("tcp_congestion");
+    let red = limit_color(Some(Limit::TcpCongestion));
     let marks: Vec<(f64, f64)> = d
         .series
         .iter()

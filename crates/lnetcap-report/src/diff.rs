@@ -15,96 +15,31 @@ use serde_json::Value;
 
 use crate::gate::lookup;
 
-/// Which way is better.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Better {
-    /// Larger is better (throughput).
-    Higher,
-    /// Smaller is better (latency).
-    Lower,
-    /// Neither: reported, never a regression (RTT is the network's, not the code's).
-    Neither,
+use lnetcap_analysis::fields::{self, Field, Unit, PEER_FIELDS};
+pub use lnetcap_analysis::fields::{Better, Tolerance};
+
+/// The fields compared by default (those the registry gives a tolerance), in the order
+/// of the report.
+pub fn default_metrics() -> impl Iterator<Item = &'static Field> {
+    PEER_FIELDS.iter().filter(|f| f.diff.is_some())
 }
 
-/// How much change is tolerated.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Tolerance {
-    /// A share of the base value (0.05 = 5 %).
-    Relative(f64),
-    /// An amount in the field's unit.
-    Absolute(f64),
-}
-
-impl std::fmt::Display for Tolerance {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Relative(r) => write!(f, "{}%", r * 100.0),
-            Self::Absolute(a) => write!(f, "{a}"),
-        }
-    }
-}
-
-/// A compared metric.
-#[derive(Debug, Clone, Copy)]
-pub struct Metric {
-    /// Name (for `--tolerance` and the output).
-    pub name: &'static str,
-    /// Key path in the peer object.
-    pub path: &'static str,
-    /// Which way is better.
-    pub better: Better,
-    /// Default tolerance.
-    pub tolerance: Tolerance,
-}
-
-/// The metrics compared, in output order.
-pub const METRICS: &[Metric] = &[
-    Metric {
-        name: "throughput",
-        path: "throughput_bytes_per_s",
-        better: Better::Higher,
-        tolerance: Tolerance::Relative(0.05),
-    },
-    Metric {
-        name: "efficiency",
-        path: "model.efficiency",
-        better: Better::Higher,
-        tolerance: Tolerance::Absolute(0.05),
-    },
-    Metric { name: "rpcs", path: "rpcs", better: Better::Higher, tolerance: Tolerance::Absolute(0.0) },
-    Metric { name: "rpcs_partial", path: "rpcs_partial", better: Better::Lower, tolerance: Tolerance::Absolute(0.0) },
-    Metric { name: "latency_p50", path: "latency_us.p50", better: Better::Lower, tolerance: Tolerance::Relative(0.10) },
-    Metric { name: "latency_p99", path: "latency_us.p99", better: Better::Lower, tolerance: Tolerance::Relative(0.10) },
-    Metric {
-        name: "rif",
-        path: "rpcs_in_flight.steady_mean",
-        better: Better::Neither,
-        tolerance: Tolerance::Relative(0.05),
-    },
-    Metric { name: "rtt", path: "rtt_us.p50", better: Better::Neither, tolerance: Tolerance::Relative(0.05) },
-    Metric {
-        name: "retransmits",
-        path: "tcp.retransmits",
-        better: Better::Lower,
-        tolerance: Tolerance::Relative(0.10),
-    },
-    Metric {
-        name: "t_model",
-        path: "model.t_model_bytes_per_s",
-        better: Better::Neither,
-        tolerance: Tolerance::Relative(0.05),
-    },
-];
-
-/// Parses `NAME=5%` or `NAME=0.02`.
+/// Parses `NAME=5%` or `NAME=0.02`. NAME is a field of the registry with one value per
+/// peer (an alias or a key path, docs/analyze-json.md); a field compared by default gets
+/// another tolerance, any other numeric field is compared too.
 pub fn parse_tolerance(s: &str) -> Result<(String, Tolerance), String> {
     let (name, v) = s.split_once('=').ok_or_else(|| format!("{s:?}: expected NAME=VALUE, like throughput=5%"))?;
     let name = name.trim();
-    if !METRICS.iter().any(|m| m.name == name) {
-        let names: Vec<&str> = METRICS.iter().map(|m| m.name).collect();
-        return Err(format!("{s:?}: no metric {name:?} (metrics: {})", names.join(", ")));
+    match fields::field(name) {
+        Some(f) if f.unit.is_number() && !f.path.contains('*') => {}
+        Some(f) => return Err(format!("{s:?}: {name} is {}, not a number to compare", f.unit.name())),
+        None => {
+            return Err(format!(
+                "{s:?}: no metric {name:?}; did you mean {}? (compared by default: {})",
+                fields::nearest(name, 3).join(", "),
+                default_metrics().map(Field::name).collect::<Vec<_>>().join(", ")
+            ))
+        }
     }
     let v = v.trim();
     let t = if let Some(p) = v.strip_suffix('%') {
@@ -176,7 +111,7 @@ fn label(k: &(String, String, String)) -> String {
     format!("{} ↔ {} ({})", k.0, k.1, k.2)
 }
 
-fn judge(m: &Metric, tol: Tolerance, b: f64, n: f64) -> Verdict {
+fn judge(m: &Field, tol: Tolerance, b: f64, n: f64) -> Verdict {
     let delta = n - b;
     let allowed = match tol {
         Tolerance::Relative(r) => r * b.abs(),
@@ -199,6 +134,16 @@ pub fn diff(base: &Value, new: &Value, tolerances: &BTreeMap<String, Tolerance>)
         r.get("peers").and_then(Value::as_array).unwrap_or(&empty).iter().map(|p| (peer_key(p), p.clone())).collect()
     };
     let (bp, np) = (peers(base), peers(new));
+    // The default metrics with their tolerance (or the one given), then the fields given
+    // a tolerance that are not compared by default.
+    let given = |f: &Field| tolerances.get(f.name()).or_else(|| tolerances.get(f.path)).copied();
+    let mut metrics: Vec<(&Field, Tolerance)> =
+        default_metrics().map(|f| (f, given(f).or(f.diff).unwrap_or(Tolerance::Absolute(0.0)))).collect();
+    for f in PEER_FIELDS.iter().filter(|f| f.diff.is_none()) {
+        if let Some(t) = given(f) {
+            metrics.push((f, t));
+        }
+    }
     let mut rows = Vec::new();
     for (k, b) in &bp {
         let Some(n) = np.get(k) else {
@@ -213,8 +158,8 @@ pub fn diff(base: &Value, new: &Value, tolerances: &BTreeMap<String, Tolerance>)
             });
             continue;
         };
-        for m in METRICS {
-            let tol = tolerances.get(m.name).copied().unwrap_or(m.tolerance);
+        for (m, tol) in &metrics {
+            let (m, tol) = (*m, *tol);
             let (bv, nv) =
                 (lookup(b, m.path).cloned().unwrap_or(Value::Null), lookup(n, m.path).cloned().unwrap_or(Value::Null));
             let (verdict, change) = match (bv.as_f64(), nv.as_f64()) {
@@ -225,7 +170,7 @@ pub fn diff(base: &Value, new: &Value, tolerances: &BTreeMap<String, Tolerance>)
             };
             rows.push(Row {
                 peer: label(k),
-                metric: m.name.into(),
+                metric: m.name().into(),
                 base: bv,
                 new: nv,
                 change,
@@ -284,14 +229,15 @@ pub fn diff(base: &Value, new: &Value, tolerances: &BTreeMap<String, Tolerance>)
 
 /// A value in its metric's unit: rates as MB/s, durations as ms or µs.
 fn show(metric: &str, v: &Value) -> String {
-    use crate::gate::{field_unit, Dim};
-    let path = METRICS.iter().find(|m| m.name == metric).map_or("", |m| m.path);
-    if let Some(x) = v.as_f64() {
-        match field_unit(path) {
-            (Dim::Rate, f) => return format!("{}/s", crate::fmt::bytes(x * f)),
-            (Dim::Time, f) => return crate::fmt::ms(Some(x * f * 1e6)),
-            (Dim::Bytes, f) => return crate::fmt::bytes(x * f),
-            (Dim::Plain, _) => {}
+    if let (Some(x), Some(f)) = (v.as_f64(), fields::field(metric)) {
+        match f.unit {
+            Unit::BytesPerS => return format!("{}/s", crate::fmt::bytes(x)),
+            Unit::Bytes => return crate::fmt::bytes(x),
+            u => {
+                if let Some(secs) = u.seconds() {
+                    return crate::fmt::ms(Some(x * secs * 1e6));
+                }
+            }
         }
     }
     match v {
@@ -393,7 +339,10 @@ mod tests {
     fn tolerance_parsing() {
         assert_eq!(parse_tolerance("throughput=5%").unwrap().1, Tolerance::Relative(0.05));
         assert_eq!(parse_tolerance("efficiency=0.02").unwrap().1, Tolerance::Absolute(0.02));
-        assert!(parse_tolerance("speed=5%").unwrap_err().contains("no metric"));
+        let e = parse_tolerance("thruput=5%").unwrap_err();
+        assert!(e.contains("no metric") && e.contains("did you mean throughput"), "{e}");
+        assert_eq!(parse_tolerance("tcp.dup_acks=3").unwrap().0, "tcp.dup_acks");
+        assert!(parse_tolerance("binding_limit=1").unwrap_err().contains("not a number"));
         assert!(parse_tolerance("throughput").unwrap_err().contains("NAME=VALUE"));
         assert!(parse_tolerance("throughput=-1").is_err());
     }

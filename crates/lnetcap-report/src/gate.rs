@@ -8,46 +8,23 @@
 //! unary   := "not" unary | "(" expr ")" | operand OP operand
 //! OP      := < <= > >= == !=
 //! operand := field | number[unit] | 'text' | "text" | word | null | true | false
-//! field   := name("." name)*         a key path into the peer object, or an alias
+//! field   := name("." name)*         a field of the registry (lnetcap_analysis::fields):
+//!                                    a key path into the peer object, or an alias
 //! ```
 //!
-//! A gate is checked against every peer of the report and holds when it is true for any
-//! of them. A number with a unit is converted to the field's unit (`rtt > 25ms` compares
-//! `rtt_us.p50` in µs); a bare number is in the field's own unit, as the JSON writes it.
-//! An array compares as its length (`advice > 0`). A comparison with a null (unknown)
-//! value is false, except `== null` / `!= null`. A word that is not a field is text
-//! (`binding_limit == lnet_credits`).
+//! Every field name is checked against the registry when the gate is parsed (a typo fails
+//! at once with the nearest names), and so are types and units: `rtt > 5MB` and
+//! `binding_limit > lnet_credits` are parse errors. A gate is checked against every peer
+//! of the report and holds when it is true for any of them. A number with a unit is
+//! converted to the field's unit (`rtt > 25ms` compares `rtt_us.p50` in µs); a bare number
+//! is in the field's own unit, as the JSON writes it. A list compares as its length
+//! (`advice > 0`). A comparison with a null (unknown) value, or a field the peer does not
+//! have (`rate.*` of a pair with bulk data), is false, except `== null` / `!= null`. A word
+//! compared with a text field is text (`binding_limit == lnet_credits`), checked against
+//! the words that field takes.
 
+use lnetcap_analysis::fields::{self, Field, Unit};
 use serde_json::Value;
-
-/// Short names for the fields gates use most, and the key paths they stand for.
-pub const ALIASES: &[(&str, &str)] = &[
-    ("throughput", "throughput_bytes_per_s"),
-    ("efficiency", "model.efficiency"),
-    ("t_rpc", "model.t_rpc_bytes_per_s"),
-    ("t_model", "model.t_model_bytes_per_s"),
-    ("needed_rif", "model.needed_rif"),
-    ("steady_state", "model.steady_state"),
-    ("rtt", "rtt_us.p50"),
-    ("rtt_min", "rtt_us.min"),
-    ("retransmits", "tcp.retransmits"),
-    ("retransmitted_share", "tcp.retransmitted_share"),
-    ("tcp_efficiency_loss", "tcp.efficiency_loss"),
-    ("cwnd", "tcp.cwnd_estimate_max"),
-    ("latency_p50", "latency_us.p50"),
-    ("latency_p95", "latency_us.p95"),
-    ("latency_p99", "latency_us.p99"),
-    ("latency_max", "latency_us.max"),
-    ("rif", "rpcs_in_flight.steady_mean"),
-    ("rpcs_in_flight_max", "rpcs_in_flight.max"),
-    ("messages_in_flight_max", "messages_in_flight.max"),
-    ("peer_credits", "messages_in_flight.inferred_peer_credits"),
-];
-
-/// The key path of a name (an alias's target, or the name itself).
-pub fn resolve(name: &str) -> &str {
-    ALIASES.iter().find(|a| a.0 == name).map_or(name, |a| a.1)
-}
 
 /// What a quantity measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,34 +50,13 @@ impl Dim {
     }
 }
 
-/// The unit of a key path, from the units in its names: (dimension, SI factor).
-pub fn field_unit(path: &str) -> (Dim, f64) {
-    let mut unit = (Dim::Plain, 1.0);
-    for seg in path.split('.') {
-        let u = if seg.ends_with("_bytes_per_s") {
-            Some((Dim::Rate, 1.0))
-        } else if seg.ends_with("_ns") {
-            Some((Dim::Time, 1e-9))
-        } else if seg.ends_with("_us") {
-            Some((Dim::Time, 1e-6))
-        } else if seg.ends_with("_ms") {
-            Some((Dim::Time, 1e-3))
-        } else if seg.ends_with("_s") {
-            Some((Dim::Time, 1.0))
-        } else if seg.ends_with("_bytes")
-            || seg.starts_with("bytes_")
-            || seg.starts_with("cwnd_estimate")
-            || seg.starts_with("rwnd")
-        {
-            Some((Dim::Bytes, 1.0))
-        } else {
-            None
-        };
-        if let Some(u) = u {
-            unit = u;
-        }
+/// How a field's value compares: (dimension, SI factor of its unit).
+fn field_dim(u: Unit) -> (Dim, f64) {
+    match u {
+        Unit::Bytes => (Dim::Bytes, 1.0),
+        Unit::BytesPerS => (Dim::Rate, 1.0),
+        u => u.seconds().map_or((Dim::Plain, 1.0), |f| (Dim::Time, f)),
     }
-    unit
 }
 
 /// A literal's unit: (dimension, SI factor).
@@ -350,8 +306,13 @@ impl Parser<'_> {
                     Some(Tok::Op(op)) => *op,
                     _ => return Err(self.err("expected a comparison: < <= > >= == !=")),
                 };
+                let at = self.at - 1;
                 self.at += 1;
                 let b = self.operand()?;
+                typecheck(&a, op, &b).map_err(|what| {
+                    let p = self.toks[at].0;
+                    GateError(format!("{:?}, at character {}: {what}", self.src, p + 1))
+                })?;
                 Ok(Expr::Cmp(a, op, b))
             }
         }
@@ -416,7 +377,7 @@ enum Val {
     Bool(bool),
 }
 
-fn value(o: &Operand, peer: &Value, other_is_field: bool, seen: &mut Vec<String>) -> Result<Val, GateError> {
+fn value(o: &Operand, peer: &Value, seen: &mut Vec<String>) -> Result<Val, GateError> {
     Ok(match o {
         Operand::Null => Val::Null,
         Operand::Bool(b) => Val::Bool(*b),
@@ -426,45 +387,97 @@ fn value(o: &Operand, peer: &Value, other_is_field: bool, seen: &mut Vec<String>
             let (dim, f) = literal_unit(u).unwrap_or((Dim::Plain, 1.0));
             Val::Num(*v * f, dim, 1.0)
         }
-        Operand::Word(w) => {
-            let path = resolve(w);
-            match lookup(peer, path) {
-                Some(v) => {
-                    let shown = match v {
-                        Value::Array(a) => format!("{} entries", a.len()),
-                        v => v.to_string(),
-                    };
-                    seen.push(if path == w { format!("{w} = {shown}") } else { format!("{w} ({path}) = {shown}") });
-                    let (dim, f) = field_unit(path);
-                    match v {
-                        Value::Null => Val::Null,
-                        Value::Bool(b) => Val::Bool(*b),
-                        Value::Number(n) => Val::Num(n.as_f64().unwrap_or(f64::NAN), dim, f),
-                        Value::String(s) => Val::Text(s.clone()),
-                        Value::Array(a) => Val::Num(a.len() as f64, Dim::Plain, 1.0),
-                        Value::Object(_) => {
-                            let keys: Vec<&String> = v.as_object().map(|o| o.keys().collect()).unwrap_or_default();
-                            return Err(GateError(format!("{w} is an object; use one of its keys: {keys:?}")));
-                        }
-                    }
-                }
-                None if other_is_field => Val::Text(w.clone()),
-                None => {
-                    let top: Vec<&String> = peer.as_object().map(|o| o.keys().collect()).unwrap_or_default();
-                    let aliases: Vec<&str> = ALIASES.iter().map(|a| a.0).collect();
-                    return Err(GateError(format!(
-                        "no field {w:?} in the peer report (aliases: {}; keys: {})",
-                        aliases.join(", "),
-                        top.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-                    )));
+        Operand::Word(w) => match fields::field(w) {
+            None => Val::Text(w.clone()),
+            Some(f) => {
+                let path = fields::path_of(w);
+                let v = lookup(peer, path).unwrap_or(&Value::Null);
+                let shown = match v {
+                    Value::Array(a) => format!("{} entries", a.len()),
+                    v => v.to_string(),
+                };
+                seen.push(if path == w { format!("{w} = {shown}") } else { format!("{w} ({path}) = {shown}") });
+                let (dim, factor) = field_dim(f.unit);
+                match v {
+                    Value::Null => Val::Null,
+                    Value::Bool(b) => Val::Bool(*b),
+                    Value::Number(n) => Val::Num(n.as_f64().unwrap_or(f64::NAN), dim, factor),
+                    Value::String(s) => Val::Text(s.clone()),
+                    Value::Array(a) => Val::Num(a.len() as f64, Dim::Plain, 1.0),
+                    Value::Object(_) => return Err(GateError(format!("{w} is an object in this report"))),
                 }
             }
-        }
+        },
     })
 }
 
-fn is_field(o: &Operand, peer: &Value) -> bool {
-    matches!(o, Operand::Word(w) if lookup(peer, resolve(w)).is_some())
+/// What an operand is before any report is read.
+enum Static {
+    Field(&'static Field),
+    Num(Option<(Dim, f64)>),
+    Text(String),
+    Word(String),
+    Null,
+    Bool,
+}
+
+fn static_of(o: &Operand) -> Static {
+    match o {
+        Operand::Word(w) => fields::field(w).map_or_else(|| Static::Word(w.clone()), Static::Field),
+        Operand::Num(_, u) => Static::Num(u.as_deref().and_then(literal_unit)),
+        Operand::Text(t) => Static::Text(t.clone()),
+        Operand::Null => Static::Null,
+        Operand::Bool(_) => Static::Bool,
+    }
+}
+
+fn unknown_field(w: &str) -> String {
+    format!(
+        "no field {w:?}; did you mean {}? (docs/analyze-json.md lists every field)",
+        fields::nearest(w, 4).join(", ")
+    )
+}
+
+/// Checks a comparison against the registry: names, types and units.
+fn typecheck(a: &Operand, op: Op, b: &Operand) -> Result<(), String> {
+    let (x, y) = (static_of(a), static_of(b));
+    let ordered = !matches!(op, Op::Eq | Op::Ne);
+    let one = |f: &Field, other: &Static| -> Result<(), String> {
+        match (f.unit, other) {
+            (_, Static::Null) => Ok(()),
+            (Unit::Text(values), Static::Word(t) | Static::Text(t)) => {
+                if ordered {
+                    Err(format!("{} is a text: it compares only with == and !=", f.name()))
+                } else if !values.is_empty() && !values.contains(&t.as_str()) {
+                    Err(format!("{} is never {t:?}; it is one of: {}", f.name(), values.join(", ")))
+                } else {
+                    Ok(())
+                }
+            }
+            (_, Static::Word(w)) => Err(unknown_field(w)),
+            (Unit::Text(_), _) => Err(format!("{} is a text; compare it with a word or 'text'", f.name())),
+            (Unit::Bool, Static::Bool) if !ordered => Ok(()),
+            (Unit::Bool, _) => Err(format!("{} is true/false: compare it with == true or == false", f.name())),
+            (_, Static::Text(_) | Static::Bool) => Err(format!("{} is a number, not a text or true/false", f.name())),
+            (u, Static::Num(Some((dim, _)))) if field_dim(u).0 != *dim => {
+                Err(format!("{} is {} ({}), the literal is {}", f.name(), field_dim(u).0.name(), u.name(), dim.name()))
+            }
+            (u, Static::Field(g)) if field_dim(u).0 != field_dim(g.unit).0 && g.unit.is_number() => Err(format!(
+                "{} is {}, {} is {}",
+                f.name(),
+                field_dim(u).0.name(),
+                g.name(),
+                field_dim(g.unit).0.name()
+            )),
+            _ => Ok(()),
+        }
+    };
+    match (&x, &y) {
+        (Static::Field(f), other) => one(f, other),
+        (other, Static::Field(f)) => one(f, other),
+        (Static::Word(w), _) | (_, Static::Word(w)) => Err(unknown_field(w)),
+        _ => Err("compare a field of the report with a value".into()),
+    }
 }
 
 fn eval(e: &Expr, peer: &Value, seen: &mut Vec<String>) -> Result<bool, GateError> {
@@ -479,9 +492,8 @@ fn eval(e: &Expr, peer: &Value, seen: &mut Vec<String>) -> Result<bool, GateErro
         }
         Expr::Not(a) => !eval(a, peer, seen)?,
         Expr::Cmp(a, op, b) => {
-            let (fa, fb) = (is_field(a, peer), is_field(b, peer));
-            let x = value(a, peer, fb, seen)?;
-            let y = value(b, peer, fa, seen)?;
+            let x = value(a, peer, seen)?;
+            let y = value(b, peer, seen)?;
             compare(&x, *op, &y, a, b)?
         }
     })
@@ -677,15 +689,42 @@ mod tests {
         assert!(e.contains("unknown unit"), "{e}");
         let e = Gate::parse("efficiency < 0.8 and").unwrap_err().0;
         assert!(e.contains("at the end"), "{e}");
-        let g = Gate::parse("effciency < 0.8").unwrap();
-        let e = g.eval(&peer()).unwrap_err().0;
-        assert!(e.contains("no field \"effciency\"") && e.contains("efficiency"), "{e}");
-        let e = Gate::parse("rtt > 5MB").unwrap().eval(&peer()).unwrap_err().0;
+        let e = Gate::parse("effciency < 0.8").unwrap_err().0;
+        assert!(e.contains("no field \"effciency\"") && e.contains("did you mean efficiency"), "{e}");
+        let e = Gate::parse("rtt_typo > 1ms").unwrap_err().0;
+        assert!(e.contains("character 1") && e.contains("did you mean rtt,"), "{e}");
+        let e = Gate::parse("efficiency < 0.9 and 1ms < rtt_typo").unwrap_err().0;
+        assert!(e.contains("character 22") && e.contains("no field \"rtt_typo\""), "{e}");
+        let e = Gate::parse("rtt > 5MB").unwrap_err().0;
         assert!(e.contains("a duration") && e.contains("a size"), "{e}");
-        let e = Gate::parse("binding_limit > lnet").unwrap().eval(&peer()).unwrap_err().0;
+        let e = Gate::parse("rtt > throughput").unwrap_err().0;
+        assert!(e.contains("a duration") && e.contains("a rate"), "{e}");
+        let e = Gate::parse("binding_limit > lnet_credits").unwrap_err().0;
         assert!(e.contains("only with == and !="), "{e}");
-        let e = Gate::parse("rtt_us > 3").unwrap().eval(&peer()).unwrap_err().0;
-        assert!(e.contains("is an object"), "{e}");
+        let e = Gate::parse("binding_limit == lnet_credit").unwrap_err().0;
+        assert!(e.contains("never \"lnet_credit\"") && e.contains("lnet_credits"), "{e}");
+        let e = Gate::parse("steady_state > 1").unwrap_err().0;
+        assert!(e.contains("true/false"), "{e}");
+        let e = Gate::parse("rtt_us > 3").unwrap_err().0;
+        assert!(e.contains("did you mean") && e.contains("rtt_us."), "{e}");
+        let e = Gate::parse("3 > 2").unwrap_err().0;
+        assert!(e.contains("compare a field"), "{e}");
+        // Every name and word the gates of the README and docs use parses.
+        for g in [
+            "rpcs_by_opcode.OST_WRITE > 0",
+            "missing.reply > 0",
+            "capture_point.side == client",
+            "rate.binding == server",
+            "binding_limit == 'none (no bulk traffic)'",
+        ] {
+            Gate::parse(g).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_field_the_peer_lacks_is_unknown() {
+        assert!(!holds("rate.rpcs_per_s > 0") && holds("rate.rpcs_per_s == null"));
+        assert!(!holds("rpcs_by_opcode.OST_WRITE > 0"));
     }
 
     #[test]

@@ -11,7 +11,8 @@ use base64::Engine as _;
 
 use crate::charts::{self, limit_color, peer_label, Chart};
 use crate::fmt::{bytes, ms};
-use lnetcap_analysis::report::{PeerEntry, Report};
+use lnetcap_analysis::report::{BindingLimit, PeerEntry, Report};
+use lnetcap_model::{Limit, LostTo};
 
 /// Escapes text for HTML.
 pub fn esc(s: &str) -> String {
@@ -34,16 +35,8 @@ fn hex(c: plotters::style::RGBColor) -> String {
 }
 
 /// Human name of a limit.
-pub fn limit_name(l: &str) -> &'static str {
-    match l {
-        "rpc_window" => "RPC window (RPCs in flight × size / 2·RTT)",
-        "lnet_credits" => "LNet credits",
-        "tcp_congestion" => "TCP congestion window",
-        "receive_window" => "TCP receive window",
-        "server" => "server time",
-        "link" => "the link",
-        _ => "unknown",
-    }
+pub fn limit_name(l: BindingLimit) -> &'static str {
+    l.limit().map_or("no bulk traffic: no throughput verdict", Limit::describe)
 }
 
 fn rate(b: f64) -> String {
@@ -132,14 +125,15 @@ pub fn write_html(out: &mut impl Write, r: &Report) -> Result<()> {
     }
     if let Some(f) = &r.fits {
         writeln!(out, "<h3>Fits across captures</h3><table><tr><th>file</th><th>RTT</th><th>RPC size</th><th>RIF</th><th>throughput</th></tr>")?;
-        for (file, rtt, size, rif, thr) in &f.points {
+        for p in &f.points {
             writeln!(
                 out,
-                "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{rif:.1}</td><td class=\"n\">{}</td></tr>",
-                esc(file),
-                ms(Some(rtt * 1e6)),
-                bytes(*size),
-                rate(*thr)
+                "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1}</td><td class=\"n\">{}</td></tr>",
+                esc(&p.file),
+                ms(Some(p.rtt_s * 1e6)),
+                bytes(p.rpc_bytes),
+                p.rif,
+                rate(p.throughput_bytes_per_s)
             )?;
         }
         writeln!(out, "</table><p>")?;
@@ -166,8 +160,12 @@ pub fn write_html(out: &mut impl Write, r: &Report) -> Result<()> {
     Ok(())
 }
 
-fn badge(limit: &str) -> String {
-    format!("<span class=\"limit\" style=\"background:{}\">{}</span>", hex(limit_color(limit)), esc(limit))
+fn badge(limit: BindingLimit) -> String {
+    format!(
+        "<span class=\"limit\" style=\"background:{}\">{}</span>",
+        hex(limit_color(limit.limit())),
+        esc(limit.as_str())
+    )
 }
 
 fn figure(out: &mut impl Write, r: &Report, c: &Chart) -> Result<()> {
@@ -191,7 +189,7 @@ fn verdict_block(out: &mut impl Write, i: usize, p: &PeerEntry) -> Result<()> {
     writeln!(
         out,
         "<div class=\"headline\" style=\"border-left-color:{}\">Binding limit: {} <b>{}</b>. Observed {} = {:.0} % of the model bound {}; T_rpc = {:.1} RPCs in flight × {} / (2 × {}) = {}.{}</div>",
-        hex(limit_color(p.binding_limit)),
+        hex(limit_color(p.binding_limit.limit())),
         badge(p.binding_limit),
         esc(limit_name(p.binding_limit)),
         rate(m.inputs.observed),
@@ -219,11 +217,11 @@ fn verdict_block(out: &mut impl Write, i: usize, p: &PeerEntry) -> Result<()> {
     }
     writeln!(out, "<table><tr><th>bound</th><th>rate</th><th>share of T_rpc lost</th></tr>")?;
     for b in &m.bounds {
-        let lost = m.shares_lost.iter().find(|s| s.limit == b.limit.as_str()).map(|s| s.share);
+        let lost = m.shares_lost.iter().find(|s| s.limit == LostTo::Limit(b.limit)).map(|s| s.share);
         writeln!(
             out,
             "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-            badge(b.limit.as_str()),
+            badge(BindingLimit::Bound(b.limit)),
             rate(b.bytes_per_s),
             lost.map_or("-".into(), |s| format!("{:.1} %", s * 100.0))
         )?;
@@ -276,7 +274,7 @@ fn peer_section(out: &mut impl Write, r: &Report, all: &[Chart], i: usize, p: &P
                 "p50 {}, min {}; capture point near the {} (client loop {}, server loop {})",
                 ms(p.rtt_us.p50),
                 ms(p.rtt_us.min),
-                p.rtt_us.capture_side.unwrap_or("?"),
+                p.rtt_us.capture_side.map_or("?", |s| s.as_str()),
                 ms(p.rtt_us.client_loop_us),
                 ms(p.rtt_us.server_loop_us)
             ),
@@ -337,7 +335,7 @@ fn connections(out: &mut impl Write, r: &Report) -> Result<()> {
                 c.conn_type.unwrap_or("-"),
                 if c.type_inferred { " (inferred)" } else { "" },
                 esc(&d.stream.tcp),
-                d.sender.unwrap_or("-"),
+                d.sender.map_or("-", |s| s.as_str()),
                 d.stream.segments,
                 bytes(d.stream.stream_bytes as f64),
                 d.stream.messages,

@@ -4,6 +4,7 @@ use std::io::{Result, Write};
 
 use crate::fmt::{bytes, ms};
 use lnetcap_analysis::report::{PeerEntry, Report};
+use lnetcap_model::Limit;
 
 /// A pair without bulk data: its RPC rate against RIF / (RTT + service), the latency split
 /// and the latency per opcode.
@@ -63,7 +64,7 @@ fn print_rate(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
 fn print_model(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
     let m = &e.model;
     let r = &e.rtt_us;
-    if e.binding_limit == lnetcap_analysis::build::NO_BULK {
+    if e.binding_limit == lnetcap_analysis::BindingLimit::NoBulk {
         return print_rate(out, e);
     }
     writeln!(
@@ -81,7 +82,7 @@ fn print_model(out: &mut impl Write, e: &PeerEntry) -> Result<()> {
         ms(r.floor),
         ms(r.p50),
         ms(r.min),
-        r.capture_side.unwrap_or("?"),
+        r.capture_side.map_or("?", |s| s.as_str()),
         ms(r.client_loop_us),
         ms(r.server_loop_us)
     )?;
@@ -167,19 +168,19 @@ fn limit_over_time(e: &PeerEntry) -> Option<String> {
         [a, b, ..] => b.t_ns - a.t_ns,
         _ => return None,
     };
-    let mut runs: Vec<(&str, i64, i64)> = Vec::new();
+    let mut runs: Vec<(Limit, i64, i64)> = Vec::new();
     for i in iv {
         match runs.last_mut() {
             Some(r) if r.0 == i.binding_limit && r.2 == i.t_ns => r.2 = i.t_ns + step,
             _ => runs.push((i.binding_limit, i.t_ns, i.t_ns + step)),
         }
     }
-    if runs.iter().all(|r| r.0 == e.binding_limit) {
+    if runs.iter().all(|r| Some(r.0) == e.binding_limit.limit()) {
         return None;
     }
     let s = |t: i64| (t - t0) as f64 / 1e9;
     let mut parts: Vec<String> =
-        runs.iter().take(SHOWN).map(|(l, a, b)| format!("{l} {:.1}-{:.1} s", s(*a), s(*b))).collect();
+        runs.iter().take(SHOWN).map(|(l, a, b)| format!("{} {:.1}-{:.1} s", l.as_str(), s(*a), s(*b))).collect();
     if runs.len() > SHOWN {
         parts.push(format!("... {} more runs (--json intervals)", runs.len() - SHOWN));
     }
@@ -196,7 +197,7 @@ pub fn write_summary(out: &mut impl Write, r: &Report) -> Result<()> {
             writeln!(out, "  seed 002  Θ(τ) = B / τ with B = {} (largest error {:.0} %): a buffer of that size bounds data in transit", bytes(b), e * 100.0)?;
         }
         if let (Some(k), Some(e)) = (f.k, f.k_fit_error) {
-            writeln!(out, "  seed 003  k = {k:.2} (largest error {:.0} %) against {}", e * 100.0, f.points[0].0)?;
+            writeln!(out, "  seed 003  k = {k:.2} (largest error {:.0} %) against {}", e * 100.0, f.points[0].file)?;
         }
     }
     Ok(())

@@ -8,9 +8,9 @@
 
 use std::io::Write;
 
-use lnetcap_lnet::record::MessageRecord;
+use lnetcap_lnet::record::{Hex, MessageRecord};
 use lnetcap_rpc::report::IntervalRow;
-use lnetcap_rpc::RpcRecord;
+use lnetcap_rpc::{RpcRecord, Side};
 use polars::io::csv::write::BatchedWriter as CsvBatchedWriter;
 use polars::io::parquet::write::BatchedWriter as ParquetBatchedWriter;
 use polars::prelude::{
@@ -152,9 +152,9 @@ impl<T: Into<Cell>> From<Option<T>> for Cell {
     }
 }
 
-/// A `0x…` hex string as an unsigned integer (null when absent or wider than 64 bits).
-fn hex(v: &Option<String>) -> Cell {
-    v.as_deref().and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok()).map_or(Cell::Null, Cell::U)
+/// An identifier as an unsigned integer (null when absent).
+fn hex(v: &Option<Hex>) -> Cell {
+    v.map_or(Cell::Null, |h| Cell::U(h.0))
 }
 
 /// One column: name, type, meaning, and how to read it from a row source `T`.
@@ -374,7 +374,7 @@ pub static MESSAGES: Table<MessageRecord> = Table {
         col!("hello_version", U64, "HELLO version", |r| r.hello_version.into()),
         col!("conn_type", Str, "HELLO connection type", |r| r.conn_type.into()),
         col!("incarnation", U64, "HELLO incarnation", |r| hex(&r.incarnation)),
-        col!("csum", U64, "ksock checksum (when non-zero)", |r| hex(&r.csum)),
+        col!("csum", U64, "ksock checksum (when non-zero)", |r| r.csum.map(|c| u64::from(c.0)).into()),
         col!("zc_req_cookie", U64, "zero-copy request cookie", |r| hex(&r.zc_req_cookie)),
         col!("zc_ack_cookie", U64, "zero-copy ACK cookie", |r| hex(&r.zc_ack_cookie)),
         col!("payload_length_bytes", U64, "LNet payload length", |r| r.payload_length.into()),
@@ -452,6 +452,9 @@ pub static RPCS: Table<RpcRecord> = Table {
         col!("partial", Bool, "some part of the RPC was not captured", |r| r.partial.into()),
         col!("missing", Str, "what was not captured, space separated (docs/analyze-json.md)", |r| r
             .missing
+            .iter()
+            .map(|m| m.as_str())
+            .collect::<Vec<_>>()
             .join(" ")
             .into()),
         col!("first_frame", U64, "frame of the first message seen", |r| r.first_frame.into()),
@@ -499,7 +502,7 @@ pub static PEERS: Table<PeerEntry> = Table {
         col!("rtt_p50_us", F64, "median RTT", |p| p.rtt_us.p50.into()),
         col!("client_loop_us", F64, "capture point to client and back, median", |p| p.rtt_us.client_loop_us.into()),
         col!("server_loop_us", F64, "capture point to server and back, median", |p| p.rtt_us.server_loop_us.into()),
-        col!("capture_side", Str, "client, server or middle", |p| p.rtt_us.capture_side.into()),
+        col!("capture_side", Str, "client, server or middle", |p| p.rtt_us.capture_side.map(|s| s.as_str()).into()),
         col!("retransmits", U64, "retransmitted segments", |p| p.tcp.retransmits.into()),
         col!("retransmitted_share", F64, "retransmitted share of bulk bytes", |p| p.tcp.retransmitted_share.into()),
         col!("bytes_in_flight_max", U64, "largest bytes in flight on a bulk connection", |p| p
@@ -523,9 +526,12 @@ pub static PEERS: Table<PeerEntry> = Table {
             .model
             .needed_rif
             .into()),
-        col!("binding_limit", Str, "rpc_window, lnet_credits, tcp_congestion, receive_window, server, link", |p| p
-            .binding_limit
-            .into()),
+        col!(
+            "binding_limit",
+            Str,
+            "rpc_window, lnet_credits, tcp_congestion, receive_window, server, link, or none (no bulk traffic)",
+            |p| p.binding_limit.as_str().into()
+        ),
         col!("link_source", Str, "where the link rate comes from", |p| p.model.link_source.into()),
         col!("best_sustained_bytes_per_s", F64, "best 1 s rate seen", |p| p.model.best_sustained_bytes_per_s.into()),
         col!("steady_state", Bool, "the steady window spans at least 10 round trips", |p| p.model.steady_state.into()),
@@ -563,7 +569,11 @@ pub static CONNECTIONS: Table<DirectionRow> = Table {
             == 0)
             .into()),
         col!("tcp", Str, "`src:port->dst:port`", |r| (&r.d().stream.tcp).into()),
-        col!("sender", Str, "client or server (null outside any peer pair)", |r| r.d().sender.into()),
+        col!("sender", Str, "client or server (null outside any peer pair)", |r| r
+            .d()
+            .sender
+            .map(|s| s.as_str())
+            .into()),
         col!("client_nid", Str, "the peer pair's client NID", |r| r.conn.client_nid.as_ref().into()),
         col!("server_nid", Str, "the peer pair's server NID", |r| r.conn.server_nid.as_ref().into()),
         col!("conn_type", Str, "CONTROL, BULK_IN, BULK_OUT, ANY (active side's view)", |r| r.conn.conn_type.into()),
@@ -657,7 +667,7 @@ pub enum SeriesRow {
         /// `src:port->dst:port`.
         tcp: String,
         /// `client` or `server`.
-        sender: Option<&'static str>,
+        sender: Option<Side>,
         /// The interval.
         iv: DirectionInterval,
     },
@@ -720,7 +730,7 @@ pub static TIMESERIES: Table<SeriesRow> = Table {
             SeriesRow::Peer { .. } => Cell::Null,
         }),
         col!("sender", Str, "client or server (connection rows)", |r| match r {
-            SeriesRow::Conn { sender, .. } => (*sender).into(),
+            SeriesRow::Conn { sender, .. } => sender.map(|s| s.as_str()).into(),
             SeriesRow::Peer { .. } => Cell::Null,
         }),
         col!("t_ns", I64, "interval start, ns since the epoch", |r| match r {
@@ -758,7 +768,7 @@ pub static TIMESERIES: Table<SeriesRow> = Table {
         }),
         col!("t_rpc_bytes_per_s", F64, "T_rpc with the interval's RPCs in flight (peer rows with bulk)", |r| peer_only!(r, row, m => m.as_ref().map(|m| m.t_rpc_bytes_per_s))),
         col!("t_model_bytes_per_s", F64, "the interval's smallest bound (peer rows with bulk)", |r| peer_only!(r, row, m => m.as_ref().map(|m| m.t_model_bytes_per_s))),
-        col!("binding_limit", Str, "the interval's binding limit (peer rows with bulk)", |r| peer_only!(r, row, m => m.as_ref().map(|m| m.binding_limit))),
+        col!("binding_limit", Str, "the interval's binding limit (peer rows with bulk)", |r| peer_only!(r, row, m => m.as_ref().map(|m| m.binding_limit.as_str()))),
     ],
 };
 

@@ -20,5 +20,5 @@ pub mod stats;
 pub mod tcp;
 mod track;
 
-pub use report::{InFlightReport, LatencyReport, MessagesInFlight, PeerReport, PhaseReport, RpcRecord};
+pub use report::{InFlightReport, LatencyReport, MessagesInFlight, Missing, PeerReport, PhaseReport, RpcRecord, Side};
 pub use track::{RpcConfig, Tracker};

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use lnetcap_lnet::record::Hex;
 use serde::Serialize;
 
 use crate::stats::{LinearHist, Log2Hist};
@@ -39,7 +40,7 @@ pub struct RpcRecord {
     /// `ptlrpc`, `lst_brw`, `lst_ping`, `lst_framework`, `lnet_ping`.
     pub kind: &'static str,
     /// PtlRPC XID, selftest rpyid, or the ping match bits, as a hex string.
-    pub xid: Option<String>,
+    pub xid: Option<Hex>,
     /// PtlRPC opcode.
     pub opc: Option<u32>,
     /// PtlRPC opcode name, or the selftest kind (`BRW_READ`, `BRW_WRITE`, `PING`), or
@@ -92,9 +93,99 @@ pub struct RpcRecord {
     /// from the request, the GETs or the LNet ACKs), `bulk_unknown` (the number of bulk
     /// MDs is unknown and the pair had unclaimed messages meanwhile), `reply`, `reply_ack`,
     /// `timeout`, `evicted`.
-    pub missing: Vec<&'static str>,
+    pub missing: Vec<Missing>,
     /// Frame of the first message of the RPC seen.
     pub first_frame: u64,
+}
+
+/// A part of an RPC the capture did not show (the RPC lines' `missing`). Declared in the
+/// alphabetical order of the JSON names, so that maps keyed by it keep their key order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Missing {
+    /// No bulk message and no size.
+    Bulk,
+    /// Some bulk data messages' headers not decoded (bytes from the request, the GETs or
+    /// the LNet ACKs).
+    BulkHeader,
+    /// The number of bulk MDs is unknown and the pair had unclaimed messages meanwhile
+    /// (not partial).
+    BulkUnknown,
+    /// Replaced by a new RPC of the same key.
+    Evicted,
+    /// No reply.
+    Reply,
+    /// The LNet ACK of a reply that asked for one.
+    ReplyAck,
+    /// The request was not captured.
+    Request,
+    /// The request's header only: no opcode (not partial).
+    RequestBody,
+    /// Closed by the idle timeout.
+    Timeout,
+    /// The headers were cut by the snaplen inside the match bits: the XID holds their low
+    /// 32 bits (not partial).
+    XidHighBits,
+}
+
+impl Missing {
+    /// The JSON name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Request => "request",
+            Self::RequestBody => "request_body",
+            Self::Bulk => "bulk",
+            Self::BulkHeader => "bulk_header",
+            Self::BulkUnknown => "bulk_unknown",
+            Self::XidHighBits => "xid_high_bits",
+            Self::Reply => "reply",
+            Self::ReplyAck => "reply_ack",
+            Self::Timeout => "timeout",
+            Self::Evicted => "evicted",
+        }
+    }
+
+    /// Whether it makes the RPC partial: a part known to be missing, rather than a field
+    /// that could not be seen (`request_body`, `bulk_unknown`, `xid_high_bits`).
+    pub fn makes_partial(self) -> bool {
+        !matches!(self, Self::RequestBody | Self::BulkUnknown | Self::XidHighBits)
+    }
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A side of a peer pair: who sends a direction's data, or where the capture was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// The client (sends the requests).
+    #[default]
+    Client,
+    /// The server.
+    Server,
+    /// Neither: a capture point within neither side's tenth of the round trip.
+    Middle,
+}
+
+impl Side {
+    /// The JSON name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Client => "client",
+            Self::Server => "server",
+            Self::Middle => "middle",
+        }
+    }
+}
+
+impl std::fmt::Display for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A connection of a peer pair.
@@ -228,7 +319,7 @@ pub struct CapturePointReport {
     /// One-way delay capture point ↔ server, µs.
     pub server_one_way_us: f64,
     /// `client`, `server` or `middle` (the side within 10 % of the round trip).
-    pub side: &'static str,
+    pub side: Side,
 }
 
 /// Everything about one client/server NID pair.
@@ -249,7 +340,7 @@ pub struct PeerReport {
     /// RPCs with some part not captured.
     pub rpcs_partial: u64,
     /// RPCs by what was not seen of them (see the RPC lines' `missing`).
-    pub missing: BTreeMap<&'static str, u64>,
+    pub missing: BTreeMap<Missing, u64>,
     /// RPCs by opcode name (complete and partial).
     pub rpcs_by_opcode: BTreeMap<String, u64>,
     /// Bulk bytes read (server → client).
@@ -294,4 +385,23 @@ pub struct OpcodeLatency {
     pub p95_us: Option<f64>,
     /// Mean time from the request's (or bulk's) last byte to the reply at the capture point.
     pub server_mean_us: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Missing;
+
+    #[test]
+    fn missing_orders_as_its_json_names() {
+        use Missing::*;
+        let mut v =
+            [Request, RequestBody, Bulk, BulkHeader, BulkUnknown, XidHighBits, Reply, ReplyAck, Timeout, Evicted];
+        v.sort();
+        let names: Vec<&str> = v.iter().map(|m| m.as_str()).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        assert_eq!(names, sorted);
+        assert!(!RequestBody.makes_partial() && !BulkUnknown.makes_partial() && !XidHighBits.makes_partial());
+        assert!(Request.makes_partial() && Reply.makes_partial() && Bulk.makes_partial());
+    }
 }

@@ -3,6 +3,7 @@
 use lnetcap_tcp::perf::{median, DirPerf};
 use serde::Serialize;
 
+use crate::report::Side;
 use crate::stats::Quantiles;
 
 /// TCP behaviour of a peer pair.
@@ -63,7 +64,7 @@ pub struct RttReport {
     /// Loop between the capture point and the server (µs, median).
     pub server_loop_us: Option<f64>,
     /// Where the capture point seems to be: `client`, `server`, `middle`.
-    pub capture_side: Option<&'static str>,
+    pub capture_side: Option<Side>,
     /// Samples used.
     pub samples: usize,
 }
@@ -102,11 +103,11 @@ pub fn rtt_report(conns: &[ConnPerfRef<'_>]) -> RttReport {
         (Some(c), Some(s)) => {
             let rtt = (c + s).max(1) as f64;
             Some(if (c as f64) < 0.1 * rtt {
-                "client"
+                Side::Client
             } else if (s as f64) < 0.1 * rtt {
-                "server"
+                Side::Server
             } else {
-                "middle"
+                Side::Middle
             })
         }
         _ => None,

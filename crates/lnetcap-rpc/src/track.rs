@@ -8,6 +8,7 @@ use lnetcap_lnet::names::{
     SRPC_RDMA_PORTAL, SRPC_REQUEST_PORTAL,
 };
 use lnetcap_lnet::nid::Nid;
+use lnetcap_lnet::record::Hex;
 use lnetcap_lnet::wire::consts::{KSOCK_NOOP, PING_MATCHBITS};
 use lnetcap_lnet::wire::{conn_type, srpc, KsockHdr, LnetDetail, LnetHdr, Wmd};
 use lnetcap_tcp::{CapturePoint, Connection, Dir};
@@ -18,7 +19,7 @@ use crate::limits::{
 };
 use crate::report::{
     CapturePointReport, ConnReport, InFlightReport, IntervalRow, LatencyReport, MessagesDirection, MessagesInFlight,
-    OpcodeLatency, PeerReport, PhaseReport, Phases, RpcRecord,
+    Missing, OpcodeLatency, PeerReport, PhaseReport, Phases, RpcRecord, Side,
 };
 use crate::stats::{Log2Hist, Quantiles, StepSeries};
 
@@ -112,7 +113,7 @@ struct PeerState {
     /// Bulk data messages of the complete RPCs.
     bulk_msgs: u64,
     partial: u64,
-    missing: BTreeMap<&'static str, u64>,
+    missing: BTreeMap<Missing, u64>,
     by_opc: BTreeMap<String, u64>,
     bytes_read: u64,
     bytes_written: u64,
@@ -198,7 +199,7 @@ impl PeerState {
     /// by opcode, pages, phases and service time (complete RPCs only).
     fn tally(&mut self, rec: &RpcRecord) {
         for m in &rec.missing {
-            *self.missing.entry(m).or_default() += 1;
+            *self.missing.entry(*m).or_default() += 1;
         }
         if rec.partial {
             self.partial += 1;
@@ -226,7 +227,7 @@ impl PeerState {
             let ph = rec.phases;
             // Where some of the bulk may have gone unseen, its start and end are not known:
             // only the request and reply phases count.
-            let bulk_known = !rec.missing.contains(&"bulk_unknown");
+            let bulk_known = !rec.missing.contains(&Missing::BulkUnknown);
             for (k, v) in
                 [ph.request_us, ph.server_wait_us, ph.bulk_us, ph.server_us, ph.reply_us].into_iter().enumerate()
             {
@@ -406,18 +407,22 @@ fn capture_point_report(cps: &[(CapturePoint, bool)]) -> Option<CapturePointRepo
         };
         let rtt = (2 * (c + s)).max(1) as f64;
         let side = if 2.0 * c as f64 <= 0.1 * rtt {
-            "client"
+            Side::Client
         } else if 2.0 * s as f64 <= 0.1 * rtt {
-            "server"
+            Side::Server
         } else {
-            "middle"
+            Side::Middle
         };
         CapturePointReport { client_one_way_us: c as f64 / 1000.0, server_one_way_us: s as f64 / 1000.0, side }
     })
 }
 
-fn hex(v: u64) -> String {
-    format!("0x{v:x}")
+/// A selftest reply's status.
+fn srpc_status(app: &App) -> Option<i32> {
+    match app {
+        App::Srpc(s) => s.status.map(|x| x as i32),
+        _ => None,
+    }
 }
 
 fn us(a: Option<i64>, b: Option<i64>) -> Option<f64> {
@@ -615,7 +620,7 @@ impl Tracker {
                 self.by_key.iter().min_by_key(|(_, &i)| self.slots[i].as_ref().map_or(i64::MAX, |o| o.last_ns))
             {
                 let _ = k;
-                self.close(i, out, Some("evicted"));
+                self.close(i, out, Some(Missing::Evicted));
             }
         }
         let rec = RpcRecord {
@@ -625,7 +630,7 @@ impl Tracker {
             client_nid: key.0.to_string(),
             server_nid: key.1.to_string(),
             kind: kind.name(),
-            xid: Some(hex(key.2)),
+            xid: Some(Hex(key.2)),
             opc: None,
             opc_name: None,
             op: None,
@@ -719,7 +724,7 @@ impl Tracker {
                 // The reply came first and the request only now (it was inferred in a run
                 // of lost bytes): one RPC.
                 let o = self.slot(i);
-                o.rec.missing.retain(|x| *x != "request");
+                o.rec.missing.retain(|x| *x != Missing::Request);
                 i
             }
             Some(&i) => {
@@ -956,11 +961,7 @@ impl Tracker {
     ) -> Option<(Nid, Nid)> {
         let (client, server) = self.roles(hdr, false);
         if let Some(&i) = self.by_key.get(&(client, server, mb)) {
-            let status = match app {
-                App::Srpc(s) => s.status.map(|x| x as i32),
-                _ => None,
-            };
-            self.final_reply(i, m, status, None, false);
+            self.final_reply(i, m, srpc_status(app), None, false);
         } else if let Some(&i) = self.bulkids.get(&(client, server, mb)) {
             self.bulk_data(i, m.first.ts_ns, m.last.ts_ns, hdr.payload_length, mb, true);
         } else if hdr.payload_length <= 4096 && !matches!(app, App::None) {
@@ -969,20 +970,9 @@ impl Tracker {
             let o = self.slot(i);
             o.rec.portal = Some(SRPC_RDMA_PORTAL);
             o.rec.opc_name = Some("BRW".into());
-            let status = match app {
-                App::Srpc(s) => s.status.map(|x| x as i32),
-                _ => None,
-            };
-            self.final_reply(i, m, status, None, false);
+            self.final_reply(i, m, srpc_status(app), None, false);
         } else {
-            self.park(Orphan {
-                client,
-                server,
-                mb,
-                first_ns: m.first.ts_ns,
-                last_ns: m.last.ts_ns,
-                what: Parked::Data { len: hdr.payload_length, ack_wmd, sender: hdr.src_nid },
-            });
+            self.park_data(m, hdr, (client, server), mb, ack_wmd);
         }
         Some((client, server))
     }
@@ -997,14 +987,7 @@ impl Tracker {
                     self.insert_ack((hdr.src_nid, ack_wmd), i, false);
                 }
             }
-            None => self.park(Orphan {
-                client,
-                server,
-                mb,
-                first_ns: m.first.ts_ns,
-                last_ns: m.last.ts_ns,
-                what: Parked::Data { len: hdr.payload_length, ack_wmd, sender: hdr.src_nid },
-            }),
+            None => self.park_data(m, hdr, (client, server), mb, ack_wmd),
         }
         Some((client, server))
     }
@@ -1045,7 +1028,7 @@ impl Tracker {
             }
             o.rec.jobid = r.jobid.clone();
         } else {
-            o.rec.missing.push("request_body");
+            o.rec.missing.push(Missing::RequestBody);
         }
         self.adopt(i);
         Some((client, server))
@@ -1074,7 +1057,7 @@ impl Tracker {
             Some(i) => i,
             None => {
                 let i = self.new_rpc(Kind::Ptlrpc, (client, server, mb), m, out);
-                self.slot(i).rec.missing.push("request");
+                self.slot(i).rec.missing.push(Missing::Request);
                 i
             }
         };
@@ -1287,7 +1270,7 @@ impl Tracker {
                         let o = self.slot(i);
                         o.bulk_mbits_seen.push(mb);
                         o.rec.bytes += u64::from(mlength);
-                        o.rec.missing.push("bulk_header");
+                        o.rec.missing.push(Missing::BulkHeader);
                         o.last_ns = m.last.ts_ns;
                     }
                     // The ACK of a PUT that was inferred (its handle is not known).
@@ -1312,7 +1295,7 @@ impl Tracker {
         if mb != u64::MAX && o.bulk_mbits_seen.contains(&mb) {
             // Its LNet ACK came first (this message was inferred later) and already counted
             // the bytes; now its times are known too.
-            o.rec.missing.retain(|x| *x != "bulk_header");
+            o.rec.missing.retain(|x| *x != Missing::BulkHeader);
         } else {
             o.rec.bytes += u64::from(len);
             if mb != u64::MAX {
@@ -1393,28 +1376,34 @@ impl Tracker {
     /// Indexes a GET handle of the RPC in slot `i` (bounded: MAX_GET_HANDLES; when full,
     /// finished RPCs' entries go first, then the GET is not indexed and counted).
     fn insert_get(&mut self, key: (Nid, Wmd), i: usize, seq: u64, sink: u32) {
-        if self.gets.len() >= MAX_GET_HANDLES && !self.gets.contains_key(&key) {
-            self.prune_when_full();
-            if self.gets.len() >= MAX_GET_HANDLES {
-                self.unmatched("get_index_full");
-                return;
-            }
+        let full = |t: &Self| t.gets.len() >= MAX_GET_HANDLES && !t.gets.contains_key(&key);
+        if self.handle_room(full, "get_index_full") {
+            let h = self.handle(i);
+            self.gets.insert(key, (h, seq, sink));
         }
-        let h = self.handle(i);
-        self.gets.insert(key, (h, seq, sink));
     }
 
     /// Indexes an ACK handle (bounded like `insert_get`: MAX_ACK_HANDLES).
     fn insert_ack(&mut self, key: (Nid, Wmd), i: usize, reply: bool) {
-        if self.acks.len() >= MAX_ACK_HANDLES && !self.acks.contains_key(&key) {
+        let full = |t: &Self| t.acks.len() >= MAX_ACK_HANDLES && !t.acks.contains_key(&key);
+        if self.handle_room(full, "ack_index_full") {
+            let h = self.handle(i);
+            self.acks.insert(key, (h, reply));
+        }
+    }
+
+    /// Whether a handle index has room: when `full`, finished RPCs' handles are pruned
+    /// (at most once a second of capture time); still full, the entry is counted under
+    /// `why` and not indexed.
+    fn handle_room(&mut self, full: impl Fn(&Self) -> bool, why: &'static str) -> bool {
+        if full(self) {
             self.prune_when_full();
-            if self.acks.len() >= MAX_ACK_HANDLES {
-                self.unmatched("ack_index_full");
-                return;
+            if full(self) {
+                self.unmatched(why);
+                return false;
             }
         }
-        let h = self.handle(i);
-        self.acks.insert(key, (h, reply));
+        true
     }
 
     /// A zero-copy message waiting for its ZC-ACK (bounded: MAX_ZC_PENDING; when full the
@@ -1458,6 +1447,18 @@ impl Tracker {
         } else if let Some(&(client, server, mb)) = self.parked_gets.get(&key) {
             self.park(Orphan { client, server, mb, first_ns: first, last_ns: last, what: Parked::Reply { len } });
         }
+    }
+
+    /// Parks a bulk data PUT whose RPC is not known yet.
+    fn park_data(&mut self, m: &Message, hdr: &LnetHdr, (client, server): (Nid, Nid), mb: u64, ack_wmd: Wmd) {
+        self.park(Orphan {
+            client,
+            server,
+            mb,
+            first_ns: m.first.ts_ns,
+            last_ns: m.last.ts_ns,
+            what: Parked::Data { len: hdr.payload_length, ack_wmd, sender: hdr.src_nid },
+        });
     }
 
     fn park(&mut self, o: Orphan) {
@@ -1541,7 +1542,7 @@ impl Tracker {
     }
 
     /// Finishes an RPC: statistics, and the record to the caller.
-    fn close(&mut self, i: usize, out: &mut Vec<RpcRecord>, why: Option<&'static str>) {
+    fn close(&mut self, i: usize, out: &mut Vec<RpcRecord>, why: Option<Missing>) {
         let Some(mut o) = self.slots[i].take() else { return };
         self.free.push(i);
         self.by_key.remove(&o.key);
@@ -1550,14 +1551,14 @@ impl Tracker {
             self.bulkids.remove(&(o.client, o.server, b));
         }
         let r = &mut o.rec;
-        if r.t_start_ns.is_none() && !r.missing.contains(&"request") {
-            r.missing.push("request");
+        if r.t_start_ns.is_none() && !r.missing.contains(&Missing::Request) {
+            r.missing.push(Missing::Request);
         }
         if !o.reply_done {
-            r.missing.push("reply");
+            r.missing.push(Missing::Reply);
         }
         if o.awaiting_reply_ack {
-            r.missing.push("reply_ack");
+            r.missing.push(Missing::ReplyAck);
         }
         let expects_bulk =
             matches!(o.kind, Kind::LstBrw) && r.opc_name.as_deref() != Some("BRW") || matches!(r.opc, Some(3 | 4));
@@ -1568,13 +1569,13 @@ impl Tracker {
                 // Some data messages' headers were not captured, but the request (or the
                 // GETs) announced the size and the RPC succeeded.
                 r.bytes = r.bytes.max(o.expected_bytes);
-                if !r.missing.contains(&"bulk_header") {
-                    r.missing.push("bulk_header");
+                if !r.missing.contains(&Missing::BulkHeader) {
+                    r.missing.push(Missing::BulkHeader);
                 }
             } else if r.bytes == 0 {
-                r.missing.push("bulk");
-            } else if !r.missing.contains(&"bulk_header") {
-                r.missing.push("bulk_header");
+                r.missing.push(Missing::Bulk);
+            } else if !r.missing.contains(&Missing::BulkHeader) {
+                r.missing.push(Missing::BulkHeader);
             }
         }
         if expects_bulk && o.kind == Kind::Ptlrpc && o.n_md.is_none() {
@@ -1584,8 +1585,8 @@ impl Tracker {
                 let unsure = self.peers.get(&self.peer_key(o.client, o.server)).is_some_and(|p| {
                     p.uncertain.range(a..=b).next().is_some() || p.lost_spans.iter().any(|&(s, e)| s <= b && e >= a)
                 });
-                if unsure && !r.missing.contains(&"bulk_header") {
-                    r.missing.push("bulk_unknown");
+                if unsure && !r.missing.contains(&Missing::BulkHeader) {
+                    r.missing.push(Missing::BulkUnknown);
                 }
             }
         }
@@ -1594,7 +1595,7 @@ impl Tracker {
         }
         // `request_body`, `bulk_unknown` and `xid_high_bits` say what could not be seen, not that a part of the
         // RPC is known to be missing.
-        r.partial = r.missing.iter().any(|m| !matches!(*m, "request_body" | "bulk_unknown" | "xid_high_bits"));
+        r.partial = r.missing.iter().any(|m| m.makes_partial());
         r.latency_us = us(r.t_start_ns, r.t_end_ns);
         r.client_latency_us = r.latency_us.map(|l| l + 2.0 * o.client_owd_ns as f64 / 1000.0);
         let bulk_anchor = if r.t_bulk_end_ns.is_some() { r.t_bulk_end_ns } else { r.t_req_end_ns };
@@ -1645,7 +1646,7 @@ impl Tracker {
             .filter_map(|(i, o)| o.as_ref().filter(|o| o.last_ns < limit && o.settled_at.is_none()).map(|_| i))
             .collect();
         for i in stale {
-            self.close(i, out, Some("timeout"));
+            self.close(i, out, Some(Missing::Timeout));
         }
         let horizon = self.now_ns - REORDER_HORIZON_NS;
         self.zc_early.retain(|_, t| *t > horizon);

@@ -31,9 +31,10 @@ use lnetcap_lnet::wire::consts::{LNET_GET, LNET_PUT};
 use lnetcap_lnet::wire::{CutUnion, LnetHdr};
 use lnetcap_tcp::Dir;
 
-use super::{hex, Kind, Tracker};
+use super::{Kind, Tracker};
 use crate::limits::{MAX_BULK_MDS, MAX_CUT_RPCS};
-use crate::report::RpcRecord;
+use crate::report::{Missing, RpcRecord};
+use lnetcap_lnet::record::Hex;
 
 /// Largest PUT payload taken for a request or reply (LNet's small-message size).
 pub const SMALL_PUT: u32 = 4096;
@@ -121,7 +122,7 @@ impl Tracker {
         };
         let i = self.request(kind, (pk.0, pk.1, key), m, owd, out);
         let o = self.slot(i);
-        o.rec.xid = (kind == Kind::Ptlrpc).then(|| hex(key));
+        o.rec.xid = (kind == Kind::Ptlrpc).then_some(Hex(key));
         o.rec.opc_name = Some(
             match kind {
                 Kind::LstBrw => "BRW",
@@ -131,7 +132,7 @@ impl Tracker {
             }
             .into(),
         );
-        for what in ["request_body", "xid_high_bits"] {
+        for what in [Missing::RequestBody, Missing::XidHighBits] {
             if !o.rec.missing.contains(&what) {
                 o.rec.missing.push(what);
             }
@@ -208,7 +209,7 @@ impl Tracker {
                 self.by_key.insert(new, i);
                 let o = self.slot(i);
                 o.key = new;
-                o.rec.xid = Some(hex(new.2));
+                o.rec.xid = Some(Hex(new.2));
             }
         }
         self.final_reply(i, m, None, None, false);
