@@ -15,7 +15,7 @@ use lnetcap_report::charts::{charts, png};
 use lnetcap_report::gate::{check, Gate};
 use lnetcap_report::html::write_html;
 use lnetcap_report::summary::write_summary;
-use lnetcap_report::tables::{TableFormat, TableSet};
+use lnetcap_report::tables::{OpenTable, TableError, TableFormat, TableOut, TableSet};
 use lnetcap_rpc::RpcRecord;
 
 use crate::exit;
@@ -142,7 +142,7 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
     let tables = match &a.out {
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            Some(TableSet::create(dir, a.table_format.into())?)
+            Some(TableSet::new(a.table_format.into(), open_tables_in(dir.clone()))?)
         }
         None => None,
     };
@@ -173,7 +173,7 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
     if let (Some(t), Some(dir)) = (tables, &a.out) {
         for w in t.finish(&report)? {
             if !a.quiet {
-                eprintln!("lnetcap: wrote {} ({} rows)", w.path.display(), w.rows);
+                eprintln!("lnetcap: wrote {} ({} rows)", dir.join(&w.file_name).display(), w.rows);
             }
         }
         let path = dir.join("report.html");
@@ -221,4 +221,13 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
         }
     }
     Ok(code)
+}
+
+/// Tables as files of `dir`, buffered.
+fn open_tables_in(dir: PathBuf) -> OpenTable {
+    Box::new(move |name: &str| {
+        let path = dir.join(name);
+        let f = File::create(&path).map_err(|e| TableError(format!("creating {}: {e}", path.display())))?;
+        Ok(Box::new(BufWriter::with_capacity(1 << 16, f)) as TableOut)
+    })
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use lnetcap_lnet::pipeline::{DecodeSummary, Pipeline};
 use lnetcap_model::rate::{rate_model, RateInput};
-use lnetcap_model::{advise, evaluate, ModelInput};
+use lnetcap_model::{advise, evaluate, rules, ModelInput};
 use lnetcap_rpc::tcp::{bulk_directions, rtt_report, tcp_report, ConnPerfRef, RttReport};
 use lnetcap_rpc::{PeerReport, Side};
 use lnetcap_tcp::perf::DirPerf;
@@ -67,7 +67,7 @@ fn server_time_s(peer: &PeerReport, rtt: &RttReport, reads: bool) -> Option<f64>
     let ph = &peer.phases;
     let wait = ph.server_wait_min_us.map(|w| (w - ls).max(0.0));
     let after = ph.server_min_us.map(|v| {
-        let acked = reads && ph.server_wait_min_us.is_some() && v >= 0.8 * (lc + ls);
+        let acked = reads && ph.server_wait_min_us.is_some() && rules::waited_for_bulk_ack(v, lc, ls);
         (v - ls - if acked { lc } else { 0.0 }).max(0.0)
     });
     if wait.is_none() && after.is_none() {
@@ -116,17 +116,13 @@ fn bulk_busy(conns: &[ConnPerfRef<'_>], bulk: &[(usize, usize)], peer: &PeerRepo
     !bulk.is_empty() && bulk.iter().all(|&(ci, d)| (conns[ci].dirs[d].idle_ns as f64) < 0.1 * span)
 }
 
-/// Below this share of a given `--link-rate`, a path seen full is held by something
-/// slower than the link (a hop, a rate limit, the hosts): its best rate is the bound.
-pub const FULL_BELOW_LINK: f64 = 0.8;
-
 /// The link the model uses, and where it comes from (`link_source`). A `--link-rate` the
 /// capture carried more than is not the path's (a veth reports a nominal 10 Gbit/s and
 /// carries what the host copies): it is set aside in `link_unused`, never an efficiency
 /// above 100 %. A path seen full (`full`) well below the given rate binds at its best rate.
 fn choose_link(inp: &mut ModelInput, link_rate: Option<f64>, full: bool, best: f64) -> &'static str {
-    let usable = link_rate.filter(|l| inp.observed <= 1.05 * l);
-    inp.link_unused = link_rate.filter(|l| usable.is_none() || (full && best < FULL_BELOW_LINK * l));
+    let usable = link_rate.filter(|l| rules::within_rate(inp.observed, *l));
+    inp.link_unused = link_rate.filter(|l| usable.is_none() || (full && best < rules::FULL_BELOW_LINK * l));
     match (usable, inp.link_unused, full) {
         (Some(l), None, _) => {
             inp.link = Some((l, true));
@@ -152,10 +148,7 @@ fn choose_link(inp: &mut ModelInput, link_rate: Option<f64>, full: bool, best: f
 /// no zero-copy ACK or LNet ACK awaited) costs one (½ request, ½ bulk and reply); every
 /// other bulk RPC seed 000's two.
 fn round_trips(peer: &PeerReport, rtt: &RttReport, reads: bool) -> f64 {
-    match (peer.phases.server_min_us, peer.phases.server_us, rtt.floor) {
-        (Some(min), Some(mean), Some(floor)) if reads && min < 0.25 * floor && mean < 0.5 * floor => 1.0,
-        _ => 2.0,
-    }
+    rules::round_trips(reads, peer.phases.server_min_us, peer.phases.server_us, rtt.floor)
 }
 
 /// Messages holding their credits are on the wire: k of them put about k × their size in
@@ -164,13 +157,13 @@ fn round_trips(peer: &PeerReport, rtt: &RttReport, reads: bool) -> f64 {
 /// limit is withdrawn and the evidence says why.
 fn unless_in_flight(m: &mut lnetcap_rpc::report::MessagesInFlight, flight: f64, bulk_msg: f64) {
     let Some(k) = m.inferred_peer_credits else { return };
-    if flight < 0.5 * k as f64 * bulk_msg {
+    if !rules::credits_on_wire(flight, k as f64, bulk_msg) {
         m.inferred_peer_credits = None;
         m.evidence = format!(
             "not binding: {} ({:.1} MB in flight at most, under half of {k} × {:.2} MiB: the messages queued behind the path)",
             m.evidence,
             flight / 1e6,
-            bulk_msg / 1_048_576.0
+            bulk_msg / rules::LNET_MTU_BYTES
         );
     }
 }
@@ -199,7 +192,7 @@ fn interval_models(peer: &PeerReport, inp: &ModelInput, s: &IntervalInputs<'_>) 
             // The window opening (slow start, or growth after a cut) by more than a tenth
             // into or out of this interval.
             let opening =
-                |a: Option<u64>, b: Option<u64>| matches!((a, b), (Some(a), Some(b)) if b as f64 > 1.1 * a as f64);
+                |a: Option<u64>, b: Option<u64>| matches!((a, b), (Some(a), Some(b)) if rules::window_opening(a, b));
             let acting = s.loss
                 || opening(s.cwnd.get(&(r.t_ns - s.interval_ns)).copied(), cw)
                 || opening(cw, s.cwnd.get(&(r.t_ns + s.interval_ns)).copied());
@@ -259,8 +252,7 @@ fn rate_report(peer: &PeerReport, rtt: &RttReport) -> RateReport {
 fn best_sustained(peer: &PeerReport) -> f64 {
     let rates: Vec<f64> = peer.timeseries.iter().map(|r| r.read_bytes_per_s + r.write_bytes_per_s).collect();
     let span = if peer.timeseries.len() >= 2 {
-        let per_s = (1e9 / (peer.timeseries[1].t_ns - peer.timeseries[0].t_ns).max(1) as f64).round() as usize;
-        per_s.min(peer.timeseries.len() / 3).max(1)
+        rules::best_rate_window(peer.timeseries[1].t_ns - peer.timeseries[0].t_ns, peer.timeseries.len())
     } else {
         1
     };
@@ -293,12 +285,11 @@ pub fn peer_entry(
     let bs = if rpcs > 0 { (peer.bytes_read + peer.bytes_written) as f64 / rpcs as f64 } else { 0.0 };
     let best = best_sustained(&peer);
     let peers_of_server = all.iter().filter(|p| p.server_nid == peer.server_nid).count() as u64;
-    let bulk_msg = bs.min(1_048_576.0);
+    let bulk_msg = rules::bulk_message_bytes(bs);
     unless_in_flight(&mut peer.messages_in_flight, tcp.cwnd_estimate_max as f64, bulk_msg);
     // Loss recovery (retransmissions that were not spurious) is congestion control acting.
     let loss = tcp.retransmits > tcp.retransmits_spurious;
-    let steady_state =
-        peer.steady_window_ns.is_some_and(|[a, b]| rtt_us > 0.0 && (b - a) as f64 >= 10.0 * rtt_us * 1000.0);
+    let steady_state = rules::steady_state(peer.steady_window_ns, rtt_us);
     let interval_ns = if peer.timeseries.len() >= 2 {
         peer.timeseries[1].t_ns - peer.timeseries[0].t_ns
     } else {
@@ -310,7 +301,7 @@ pub fn peer_entry(
     let opening_in_steady = peer.steady_window_ns.is_some_and(|[a, b]| {
         let mut r = cwnd_iv.range(a.div_euclid(interval_ns) * interval_ns..b).map(|(_, c)| *c);
         let first = r.next();
-        matches!((first, r.next_back()), (Some(f), Some(l)) if l as f64 > 1.1 * f as f64)
+        matches!((first, r.next_back()), (Some(f), Some(l)) if rules::window_opening(f, l))
     });
     // A standing queue on the path (the far sides' loops above their floor for most of the
     // steady window) is the positive evidence of a full link.
@@ -338,7 +329,7 @@ pub fn peer_entry(
     let full = steady_state
         && lnetcap_model::path_full(&inp, queued_share, !loss, bulk_busy(&conns, &bulk, &peer))
         && best > 0.0
-        && inp.observed <= 1.05 * best;
+        && rules::within_rate(inp.observed, best);
     let link_source = choose_link(&mut inp, link_rate, full, best);
     let out = evaluate(&inp);
     tcp.efficiency_loss = out.tcp_efficiency_loss;

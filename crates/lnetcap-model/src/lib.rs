@@ -4,6 +4,7 @@
 //! bytes, seconds, bytes per second; MB = 10^6 bytes and MiB = 2^20 bytes where printed.
 
 pub mod rate;
+pub mod rules;
 
 use serde::Serialize;
 
@@ -191,6 +192,16 @@ impl ModelInput {
         }
     }
 
+    /// T_rpc per RPC in flight, bytes/s: the slope of throughput against RPCs in flight
+    /// (0 without an RTT or a size).
+    pub fn t_rpc_per_rif(&self) -> f64 {
+        if self.rtt_s > 0.0 && self.bs_bytes > 0.0 {
+            t_rpc(1.0, self.bs_bytes, self.rpc_rtt_s())
+        } else {
+            0.0
+        }
+    }
+
     /// The round trips per RPC used.
     pub fn trips(&self) -> f64 {
         if self.round_trips > 0.0 {
@@ -336,7 +347,7 @@ pub fn evaluate(inp: &ModelInput) -> ModelOutput {
         // the RPC window or the credits offered no more data per round trip than that, the
         // sender was application-limited and TCP did not bind.
         let offered = app_window_bytes(inp);
-        if inp.cwnd_acting && c < 0.85 * offered {
+        if inp.cwnd_acting && rules::below_offered(c, offered) {
             bounds.push(Bound { limit: Limit::TcpCongestion, bytes_per_s: window_rate(c, inp.rtt_s) });
         }
     }
@@ -359,7 +370,8 @@ pub fn evaluate(inp: &ModelInput) -> ModelOutput {
     bounds.retain(|b| b.bytes_per_s.is_finite() && b.bytes_per_s > 0.0);
     bounds.sort_by(|a, b| a.bytes_per_s.total_cmp(&b.bytes_per_s));
     let t_model = bounds.first().map_or(f64::INFINITY, |b| b.bytes_per_s);
-    let mut near: Vec<Limit> = bounds.iter().filter(|b| b.bytes_per_s <= t_model * 1.05).map(|b| b.limit).collect();
+    let mut near: Vec<Limit> =
+        bounds.iter().filter(|b| b.bytes_per_s <= t_model * rules::BOUND_TIE).map(|b| b.limit).collect();
     // Credits inferred from a plateau mean messages waited for them: they bind even where
     // their window (k × size per round trip) is above T_rpc, for RPCs issued in bursts
     // wait for the credits a burst takes (12 RPCs on 8 credits at 40 ms: the RPC window's
@@ -630,8 +642,8 @@ pub const QUEUED_INTERVALS: f64 = 0.25;
 pub fn path_full(inp: &ModelInput, queued_share: f64, lossless: bool, busy: bool) -> bool {
     let queue = inp.rtt_s > 0.0 && queued_share >= QUEUED_INTERVALS;
     match inp.cwnd_bytes {
-        Some(c) if lossless && c > 0.0 && inp.rwnd_bytes.is_none_or(|w| c < 0.85 * w) => {
-            queue || (busy && !inp.cwnd_acting && c < 0.85 * app_window_bytes(inp))
+        Some(c) if lossless && c > 0.0 && inp.rwnd_bytes.is_none_or(|w| rules::below_offered(c, w)) => {
+            queue || (busy && !inp.cwnd_acting && rules::below_offered(c, app_window_bytes(inp)))
         }
         _ => false,
     }

@@ -756,15 +756,17 @@ fn rif<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, title: &str, peers: &[
             .filter(|r| p.intervals.iter().any(|m| m.t_ns == r.t_ns))
             .map(|r| (r.rpcs_in_flight_mean, (r.read_bytes_per_s + r.write_bytes_per_s) / 1e6))
             .collect();
-        let inp = &p.model.inputs;
-        let slope = (inp.rtt_s > 0.0 && inp.bs_bytes > 0.0).then(|| inp.bs_bytes / (2.0 * inp.rtt_s) / 1e6);
-        let mut flat = Vec::new();
-        if let (Some((n, size)), true) = (inp.credits, inp.rtt_s > 0.0) {
-            flat.push(("lnet_credits", n * size / inp.rtt_s / 1e6));
-        }
-        if let Some((l, _)) = inp.link {
-            flat.push(("link", l / 1e6));
-        }
+        // T_rpc against RPCs in flight (with the round trips the model used), and the
+        // bounds that do not grow with them, as the model computed them.
+        let per_rif = p.model.inputs.t_rpc_per_rif();
+        let slope = (per_rif > 0.0).then_some(per_rif / 1e6);
+        let flat: Vec<(&'static str, f64)> = p
+            .model
+            .bounds
+            .iter()
+            .filter(|b| matches!(b.limit, Limit::LnetCredits | Limit::Link))
+            .map(|b| (b.limit.as_str(), b.bytes_per_s / 1e6))
+            .collect();
         series.push(Pts { label: format!("{}: {}", i + 1, p.peer.client_nid), points, slope, flat });
     }
     if series.iter().all(|s| s.points.is_empty()) {

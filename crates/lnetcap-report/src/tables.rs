@@ -838,49 +838,56 @@ pub fn markdown<T: ?Sized>(t: &Table<T>) -> String {
     s
 }
 
-/// A table file written.
+/// A table written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
-    /// Its path.
-    pub path: std::path::PathBuf,
+    /// Its name (`rpcs`, `messages`, `connections`, `peers`, `timeseries`).
+    pub table: &'static str,
+    /// Its file name in the format written (`rpcs.parquet`).
+    pub file_name: String,
     /// Rows.
     pub rows: u64,
 }
 
-type FileWriter<T> = TableWriter<T, std::io::BufWriter<std::fs::File>>;
+/// Where a table's bytes go. The caller opens it (a file of `--out DIR`, a partition of
+/// a batch dataset, memory in the tests): this crate opens no file.
+pub type TableOut = Box<dyn Write + Send>;
+
+/// Opens the output of a table, given its file name (`rpcs.parquet`).
+pub type OpenTable = Box<dyn FnMut(&str) -> Result<TableOut, TableError> + Send>;
 
 /// The five tables of `--out DIR`: `messages` and `rpcs` stream during the run, the
 /// others are written from the finished report.
 pub struct TableSet {
-    dir: std::path::PathBuf,
     format: TableFormat,
-    messages: FileWriter<MessageRecord>,
-    rpcs: FileWriter<RpcRecord>,
+    open: OpenTable,
+    messages: TableWriter<MessageRecord, TableOut>,
+    rpcs: TableWriter<RpcRecord, TableOut>,
 }
 
-fn create<T: ?Sized + 'static>(
-    dir: &std::path::Path,
+/// A table's file name in `format`.
+pub fn file_name<T: ?Sized>(table: &Table<T>, format: TableFormat) -> String {
+    format!("{}.{}", table.name, format.extension())
+}
+
+fn start<T: ?Sized + 'static>(
+    open: &mut OpenTable,
     table: &'static Table<T>,
     format: TableFormat,
-) -> Result<FileWriter<T>, TableError> {
-    let path = path_of(dir, table, format);
-    let f = std::fs::File::create(&path).map_err(|e| TableError(format!("creating {}: {e}", path.display())))?;
-    TableWriter::new(table, format, std::io::BufWriter::with_capacity(1 << 16, f))
+) -> Result<TableWriter<T, TableOut>, TableError> {
+    TableWriter::new(table, format, open(&file_name(table, format))?)
 }
 
-fn path_of<T: ?Sized>(dir: &std::path::Path, table: &Table<T>, format: TableFormat) -> std::path::PathBuf {
-    dir.join(format!("{}.{}", table.name, format.extension()))
+fn written<T: ?Sized>(table: &Table<T>, format: TableFormat, rows: u64) -> Written {
+    Written { table: table.name, file_name: file_name(table, format), rows }
 }
 
 impl TableSet {
-    /// Creates the streamed tables in `dir` (which must exist).
-    pub fn create(dir: &std::path::Path, format: TableFormat) -> Result<Self, TableError> {
-        Ok(Self {
-            dir: dir.to_path_buf(),
-            format,
-            messages: create(dir, &MESSAGES, format)?,
-            rpcs: create(dir, &RPCS, format)?,
-        })
+    /// Starts the streamed tables, each on what `open` gives for its file name.
+    pub fn new(format: TableFormat, mut open: OpenTable) -> Result<Self, TableError> {
+        let messages = start(&mut open, &MESSAGES, format)?;
+        let rpcs = start(&mut open, &RPCS, format)?;
+        Ok(Self { format, open, messages, rpcs })
     }
 
     /// Adds a message of capture `file`.
@@ -894,29 +901,27 @@ impl TableSet {
     }
 
     /// Ends the streamed tables and writes `peers`, `connections` and `timeseries` from
-    /// the report; returns every file written, in table order.
+    /// the report; returns every table written, in table order.
     pub fn finish(self, report: &Report) -> Result<Vec<Written>, TableError> {
-        let (dir, format) = (self.dir, self.format);
-        let mut out = Vec::new();
-        out.push(Written { path: path_of(&dir, &RPCS, format), rows: self.rpcs.finish()? });
-        out.push(Written { path: path_of(&dir, &MESSAGES, format), rows: self.messages.finish()? });
-        let mut w = create(&dir, &CONNECTIONS, format)?;
+        let Self { format, mut open, messages, rpcs } = self;
+        let mut out = vec![written(&RPCS, format, rpcs.finish()?), written(&MESSAGES, format, messages.finish()?)];
+        let mut w = start(&mut open, &CONNECTIONS, format)?;
         for c in &report.connections {
             for dir_ix in 0..c.directions.len() {
                 w.push(&c.file, &DirectionRow { conn: c.clone(), dir: dir_ix })?;
             }
         }
-        out.push(Written { path: path_of(&dir, &CONNECTIONS, format), rows: w.finish()? });
-        let mut w = create(&dir, &PEERS, format)?;
+        out.push(written(&CONNECTIONS, format, w.finish()?));
+        let mut w = start(&mut open, &PEERS, format)?;
         for p in &report.peers {
             w.push(&p.file, p)?;
         }
-        out.push(Written { path: path_of(&dir, &PEERS, format), rows: w.finish()? });
-        let mut w = create(&dir, &TIMESERIES, format)?;
+        out.push(written(&PEERS, format, w.finish()?));
+        let mut w = start(&mut open, &TIMESERIES, format)?;
         for (file, row) in series_rows(report) {
             w.push(&file, &row)?;
         }
-        out.push(Written { path: path_of(&dir, &TIMESERIES, format), rows: w.finish()? });
+        out.push(written(&TIMESERIES, format, w.finish()?));
         Ok(out)
     }
 }
