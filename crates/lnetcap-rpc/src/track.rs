@@ -1,29 +1,39 @@
-//! The RPC tracker.
+//! The RPC tracker: LNet messages in, RPC records out.
+//!
+//! This file holds the index store (open RPCs in slots; handles carry the RPC's id, so a
+//! handle left behind by a finished RPC is detected, not followed; every index bounded by
+//! a limit in limits.rs and expired by capture time), the dispatch of each message by
+//! type and portal, and what all protocols share (bulk data, replies by handle, parked
+//! bulk waiting for its request, closing and emitting RPCs). One matcher per protocol:
+//! [`ptlrpc`] (Lustre RPCs by XID), [`selftest`] (lst BRW and ping by reply and bulk id),
+//! [`ping`] (LNet ping and discovery), [`cut`] (headers the snaplen cut short);
+//! [`summary`] makes the per-pair report.
 
 use std::collections::{BTreeMap, HashMap};
 
 use lnetcap_lnet::message::{App, Body, Message};
 use lnetcap_lnet::names::{
-    is_bulk_portal, is_reply_portal, is_request_portal, opc_name, LNET_RESERVED_PORTAL, SRPC_FRAMEWORK_REQUEST_PORTAL,
+    is_bulk_portal, is_reply_portal, is_request_portal, LNET_RESERVED_PORTAL, SRPC_FRAMEWORK_REQUEST_PORTAL,
     SRPC_RDMA_PORTAL, SRPC_REQUEST_PORTAL,
 };
 use lnetcap_lnet::nid::Nid;
 use lnetcap_lnet::record::Hex;
 use lnetcap_lnet::wire::consts::{KSOCK_NOOP, PING_MATCHBITS};
-use lnetcap_lnet::wire::{conn_type, srpc, KsockHdr, LnetDetail, LnetHdr, Wmd};
+use lnetcap_lnet::wire::{KsockHdr, LnetDetail, LnetHdr, Wmd};
 use lnetcap_tcp::{CapturePoint, Connection, Dir};
 
 use crate::limits::{
-    EMIT_DELAY_NS, MAX_ACK_HANDLES, MAX_BULK_MDS, MAX_GET_HANDLES, MAX_OPEN_RPCS, MAX_XID_ALIGN, MAX_ZC_PENDING,
-    REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS, STEP_TOLERANCE_PER_LOOP, SUSTAINED_NS,
+    EMIT_DELAY_NS, MAX_ACK_HANDLES, MAX_BULK_MDS, MAX_GET_HANDLES, MAX_OPEN_RPCS, MAX_ZC_PENDING, REORDER_HORIZON_NS,
+    RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS, STEP_TOLERANCE_PER_LOOP, SUSTAINED_NS,
 };
-use crate::report::{
-    CapturePointReport, ConnReport, InFlightReport, IntervalRow, LatencyReport, MessagesDirection, MessagesInFlight,
-    Missing, OpcodeLatency, PeerReport, PhaseReport, Phases, RpcRecord, Side,
-};
+use crate::report::{IntervalRow, MessagesDirection, Missing, Phases, RpcRecord};
 use crate::stats::{Log2Hist, Quantiles, StepSeries};
 
 mod cut;
+mod ping;
+mod ptlrpc;
+mod selftest;
+mod summary;
 
 /// Schema version of [`RpcRecord`].
 pub const RPC_SCHEMA_VERSION: u32 = 1;
@@ -395,26 +405,6 @@ impl std::fmt::Debug for Tracker {
             .field("peers", &self.peers.len())
             .finish_non_exhaustive()
     }
-}
-
-/// Where the capture was taken, from the connection with the smallest handshake RTT.
-fn capture_point_report(cps: &[(CapturePoint, bool)]) -> Option<CapturePointReport> {
-    cps.iter().min_by_key(|(cp, _)| cp.rtt_ns()).map(|(cp, active_is_client)| {
-        let (c, s) = if *active_is_client {
-            (cp.active_owd_ns, cp.passive_owd_ns)
-        } else {
-            (cp.passive_owd_ns, cp.active_owd_ns)
-        };
-        let rtt = (2 * (c + s)).max(1) as f64;
-        let side = if 2.0 * c as f64 <= 0.1 * rtt {
-            Side::Client
-        } else if 2.0 * s as f64 <= 0.1 * rtt {
-            Side::Server
-        } else {
-            Side::Middle
-        };
-        CapturePointReport { client_one_way_us: c as f64 / 1000.0, server_one_way_us: s as f64 / 1000.0, side }
-    })
 }
 
 /// A selftest reply's status.
@@ -894,194 +884,6 @@ impl Tracker {
         }
     }
 
-    /// Selftest: a request (BRW, ping, framework) on SRPC_REQUEST_PORTAL or
-    /// SRPC_FRAMEWORK_REQUEST_PORTAL, keyed by its reply id.
-    fn srpc_request(
-        &mut self,
-        m: &Message,
-        hdr: &LnetHdr,
-        app: &App,
-        portal: u32,
-        owd: i64,
-        out: &mut Vec<RpcRecord>,
-    ) -> Option<(Nid, Nid)> {
-        let (client, server) = self.roles(hdr, true);
-        let App::Srpc(s) = app else {
-            self.unmatched("selftest_request_body_not_captured");
-            return Some((client, server));
-        };
-        let Some(rpyid) = s.rpyid else {
-            self.unmatched("selftest_request_body_not_captured");
-            return Some((client, server));
-        };
-        let kind = match s.msg_type {
-            srpc::BRW_REQST => Kind::LstBrw,
-            srpc::PING_REQST => Kind::LstPing,
-            _ => Kind::LstFramework,
-        };
-        let i = self.request(kind, (client, server, rpyid), m, owd, out);
-        let o = self.slot(i);
-        o.rec.portal = Some(portal);
-        o.rec.opc_name = Some(
-            match (kind, s.brw_rw) {
-                (Kind::LstBrw, Some(1)) => "BRW_READ",
-                (Kind::LstBrw, Some(2)) => "BRW_WRITE",
-                (Kind::LstBrw, _) => "BRW",
-                (Kind::LstPing, _) => "PING",
-                _ => srpc::type_name(s.msg_type),
-            }
-            .to_string(),
-        );
-        o.rec.op = match s.brw_rw {
-            Some(1) => Some("read"),
-            Some(2) => Some("write"),
-            _ => None,
-        };
-        if let Some(len) = s.brw_len.filter(|_| kind == Kind::LstBrw) {
-            o.expected_bytes = u64::from(len);
-        }
-        if let Some(b) = s.bulkid.filter(|_| kind == Kind::LstBrw) {
-            o.bulkid = Some(b);
-            self.bulkids.insert((client, server, b), i);
-        }
-        self.adopt(i);
-        Some((client, server))
-    }
-
-    /// Selftest on SRPC_RDMA_PORTAL: a reply (by its reply id), the bulk of a BRW (by its
-    /// bulk id), a reply whose request was not captured, or bulk waiting for its request.
-    fn srpc_rdma_put(
-        &mut self,
-        m: &Message,
-        hdr: &LnetHdr,
-        app: &App,
-        mb: u64,
-        ack_wmd: Wmd,
-        out: &mut Vec<RpcRecord>,
-    ) -> Option<(Nid, Nid)> {
-        let (client, server) = self.roles(hdr, false);
-        if let Some(&i) = self.by_key.get(&(client, server, mb)) {
-            self.final_reply(i, m, srpc_status(app), None, false);
-        } else if let Some(&i) = self.bulkids.get(&(client, server, mb)) {
-            self.bulk_data(i, m.first.ts_ns, m.last.ts_ns, hdr.payload_length, mb, true);
-        } else if hdr.payload_length <= 4096 && !matches!(app, App::None) {
-            // A selftest reply whose request was not captured.
-            let i = self.new_rpc(Kind::LstBrw, (client, server, mb), m, out);
-            let o = self.slot(i);
-            o.rec.portal = Some(SRPC_RDMA_PORTAL);
-            o.rec.opc_name = Some("BRW".into());
-            self.final_reply(i, m, srpc_status(app), None, false);
-        } else {
-            self.park_data(m, hdr, (client, server), mb, ack_wmd);
-        }
-        Some((client, server))
-    }
-
-    /// PtlRPC bulk data PUT (reads): the RPC by the match bits' XID range, or parked.
-    fn ptlrpc_bulk_put(&mut self, m: &Message, hdr: &LnetHdr, mb: u64, ack_wmd: Wmd) -> Option<(Nid, Nid)> {
-        let (client, server) = self.roles(hdr, false);
-        match self.ptl_by_bulk(client, server, mb) {
-            Some(i) => {
-                self.bulk_data(i, m.first.ts_ns, m.last.ts_ns, hdr.payload_length, mb, true);
-                if !ack_wmd.is_none() && !ack_wmd.is_unknown() {
-                    self.insert_ack((hdr.src_nid, ack_wmd), i, false);
-                }
-            }
-            None => self.park_data(m, hdr, (client, server), mb, ack_wmd),
-        }
-        Some((client, server))
-    }
-
-    /// PtlRPC request PUT: a new RPC keyed by its XID (the match bits).
-    #[allow(clippy::too_many_arguments)]
-    fn ptlrpc_request(
-        &mut self,
-        m: &Message,
-        hdr: &LnetHdr,
-        app: &App,
-        mb: u64,
-        portal: u32,
-        owd: i64,
-        out: &mut Vec<RpcRecord>,
-    ) -> Option<(Nid, Nid)> {
-        let (client, server) = self.roles(hdr, true);
-        let align = if mb == 0 { MAX_XID_ALIGN } else { (1u64 << mb.trailing_zeros().min(7)).min(MAX_XID_ALIGN) };
-        let a = self.xid_align.entry(client).or_insert(MAX_XID_ALIGN);
-        *a = (*a).min(align);
-        let i = self.request(Kind::Ptlrpc, (client, server, mb), m, owd, out);
-        let o = self.slot(i);
-        o.rec.portal = Some(portal);
-        if let App::Ptlrpc(r) = app {
-            if let Some(opc) = r.opc {
-                o.rec.opc = Some(opc);
-                o.rec.opc_name = Some(opc_name(opc).map_or_else(|| format!("opc{opc}"), str::to_string));
-                o.rec.op = match opc {
-                    3 => Some("read"),
-                    4 => Some("write"),
-                    _ => None,
-                };
-            }
-            if let Some(last) = r.mbits {
-                if last >= mb && last - mb < MAX_BULK_MDS {
-                    o.n_md = Some(last - mb + 1);
-                }
-            }
-            o.rec.jobid = r.jobid.clone();
-        } else {
-            o.rec.missing.push(Missing::RequestBody);
-        }
-        self.adopt(i);
-        Some((client, server))
-    }
-
-    /// PtlRPC reply PUT: an early reply, or the final reply (with an ACK handle when it
-    /// asks for an LNet ACK); a reply whose request was not captured opens the RPC.
-    #[allow(clippy::too_many_arguments)]
-    fn ptlrpc_reply(
-        &mut self,
-        m: &Message,
-        hdr: &LnetHdr,
-        app: &App,
-        mb: u64,
-        offset: u32,
-        ack_wmd: Wmd,
-        out: &mut Vec<RpcRecord>,
-    ) -> Option<(Nid, Nid)> {
-        let (client, server) = self.roles(hdr, false);
-        let i = self.by_key.get(&(client, server, mb)).copied().or_else(|| self.ptl_by_bulk(client, server, mb));
-        let (status, service, early) = match app {
-            App::Ptlrpc(r) => (r.status, r.service_time, r.looks_early_reply() || offset == 0 && r.bufcount == 1),
-            _ => (None, None, false),
-        };
-        let i = match i {
-            Some(i) => i,
-            None => {
-                let i = self.new_rpc(Kind::Ptlrpc, (client, server, mb), m, out);
-                self.slot(i).rec.missing.push(Missing::Request);
-                i
-            }
-        };
-        if let App::Ptlrpc(r) = app {
-            let o = self.slot(i);
-            if o.rec.opc.is_none() {
-                o.rec.opc = r.opc;
-                o.rec.opc_name = r.opc.map(|opc| opc_name(opc).map_or_else(|| format!("opc{opc}"), str::to_string));
-            }
-        }
-        if early {
-            let o = self.slot(i);
-            o.rec.early_replies += 1;
-            o.last_ns = m.last.ts_ns;
-        } else {
-            let ack = (!ack_wmd.is_none()).then_some(ack_wmd);
-            if let Some(w) = ack {
-                self.insert_ack((hdr.src_nid, w), i, true);
-            }
-            self.final_reply(i, m, status, service, ack.is_some());
-        }
-        Some((client, server))
-    }
-
     #[allow(clippy::too_many_arguments)]
     fn on_get(
         &mut self,
@@ -1095,65 +897,9 @@ impl Tracker {
         out: &mut Vec<RpcRecord>,
     ) -> Option<(Nid, Nid)> {
         match portal {
-            LNET_RESERVED_PORTAL if mb == PING_MATCHBITS => {
-                let (client, server) = self.roles(hdr, true);
-                let key = (client, server, mb);
-                if let Some(&old) = self.by_key.get(&key) {
-                    self.close(old, out, None);
-                }
-                let i = self.new_rpc(Kind::LnetPing, key, m, out);
-                {
-                    let o = self.slot(i);
-                    o.rec.opc_name = Some("LNET_PING".into());
-                    o.rec.portal = Some(0);
-                }
-                self.request(Kind::LnetPing, key, m, owd, out);
-                self.get_seq += 1;
-                self.insert_get((hdr.src_nid, wmd), i, self.get_seq, sink);
-                Some((client, server))
-            }
-            SRPC_RDMA_PORTAL => {
-                let (client, server) = self.roles(hdr, false);
-                match self.bulkids.get(&(client, server, mb)).copied() {
-                    Some(i) => {
-                        self.bulk_start(i, m.first.ts_ns, m.last.ts_ns);
-                        self.get_seq += 1;
-                        self.insert_get((hdr.src_nid, wmd), i, self.get_seq, sink);
-                    }
-                    None => {
-                        self.park_get(hdr.src_nid, wmd, (client, server, mb));
-                        let what = Parked::Get { wmd, sink, sender: hdr.src_nid };
-                        self.park(Orphan { client, server, mb, first_ns: m.first.ts_ns, last_ns: m.last.ts_ns, what });
-                    }
-                }
-                if let Some(&i) = self.bulkids.get(&(client, server, mb)) {
-                    let o = self.slot(i);
-                    o.expected_bytes = o.expected_bytes.max(u64::from(sink));
-                }
-                Some((client, server))
-            }
-            p if is_bulk_portal(p) => {
-                let (client, server) = self.roles(hdr, false);
-                match self.ptl_by_bulk(client, server, mb) {
-                    Some(i) => {
-                        self.bulk_start(i, m.first.ts_ns, m.last.ts_ns);
-                        let o = self.slot(i);
-                        o.bulk_mbits_seen.push(mb);
-                        o.expected_bytes += u64::from(sink);
-                        self.get_seq += 1;
-                        self.insert_get((hdr.src_nid, wmd), i, self.get_seq, sink);
-                    }
-                    None => self.park(Orphan {
-                        client,
-                        server,
-                        mb,
-                        first_ns: m.first.ts_ns,
-                        last_ns: m.last.ts_ns,
-                        what: Parked::Get { wmd, sink, sender: hdr.src_nid },
-                    }),
-                }
-                Some((client, server))
-            }
+            LNET_RESERVED_PORTAL if mb == PING_MATCHBITS => self.ping_get(m, hdr, wmd, sink, owd, out),
+            SRPC_RDMA_PORTAL => self.srpc_get(m, hdr, mb, wmd, sink),
+            p if is_bulk_portal(p) => self.ptlrpc_bulk_get(m, hdr, mb, wmd, sink),
             _ => {
                 self.unmatched("get_unknown_portal");
                 None
@@ -1734,136 +1480,6 @@ impl Tracker {
             }
         }
     }
-
-    /// Per-peer reports (call after [`finish`](Self::finish)), sorted by client then server.
-    pub fn reports(&self) -> Vec<PeerReport> {
-        self.peers.values().map(|p| self.peer_report(p)).collect()
-    }
-
-    fn peer_report(&self, p: &PeerState) -> PeerReport {
-        let interval = self.cfg.interval_ns;
-        let window = match (p.first_ns, p.last_ns) {
-            (Some(a), Some(b)) if b > a => {
-                let fifth = (b - a) / 5;
-                Some([a + fifth, b - fifth])
-            }
-            _ => None,
-        };
-        let throughput = window.map_or(0.0, |[a, b]| self.window_bytes(p, a, b) as f64 / ((b - a) as f64 / 1e9));
-        let pair = |c: &ConnTrack| matches!(c.nid, [Some(a), Some(b)] if (a, b) == (p.client, p.server) || (b, a) == (p.client, p.server));
-        let mut conns: Vec<ConnReport> = self
-            .conns
-            .iter()
-            .filter(|(id, c)| p.conns.contains(id) || pair(c))
-            .map(|(id, c)| {
-                let (t, inferred) = conn_type_of(c);
-                let active_is_client = c.active_is_client.unwrap_or(c.nid[0] == Some(p.client));
-                ConnReport {
-                    id: *id,
-                    tcp: c.tcp.clone(),
-                    conn_type: conn_type::name(t),
-                    type_inferred: inferred,
-                    active_is_client,
-                }
-            })
-            .collect();
-        conns.sort_by_key(|c| c.id);
-        let cps: Vec<(CapturePoint, bool)> =
-            conns.iter().filter_map(|c| self.capture_points.get(&c.id).map(|cp| (*cp, c.active_is_client))).collect();
-        let rtt = cps.iter().map(|(cp, _)| cp.rtt_ns()).min().map(|n| n as f64 / 1000.0);
-        let capture_point = capture_point_report(&cps);
-        let dirs = p.messages_directions();
-        // Request → bulk start: where a server waits for a credit to send its bulk
-        // (bulk end → reply includes the inherent ZC-ACK / LNet ACK round trip).
-        let mds = if p.rpcs > 0 { ((p.bulk_msgs as f64 / p.rpcs as f64).round() as u64).max(1) } else { 1 };
-        // Bulk the server sends (reads) waits at the server for a credit: the slowest
-        // tenth of the RPCs start their bulk a tenth of a round trip or more after
-        // their request arrived (lab: 11 % of the RPCs of 12 RPCs on 8 credits at
-        // 40 ms; the simulator's 8 RPCs on 8 credits: 7 %, in the first round).
-        let wait_floor = rtt.map_or(1000.0, |r| (0.1 * r).max(1000.0));
-        let server_waits = p.phase[1].quantile(0.9).map(|w| w >= wait_floor);
-        let messages_in_flight = credit_inference(dirs, p.rif.max, mds, p.rpcs + p.partial, server_waits);
-        let series = p.series(interval);
-        PeerReport {
-            client_nid: p.client.to_string(),
-            server_nid: p.server.to_string(),
-            connections: conns,
-            handshake_rtt_us: rtt,
-            capture_point,
-            rpcs: p.rpcs,
-            rpcs_partial: p.partial,
-            missing: p.missing.clone(),
-            rpcs_by_opcode: p.by_opc.clone(),
-            bytes_read: p.bytes_read,
-            bytes_written: p.bytes_written,
-            throughput_bytes_per_s: throughput,
-            steady_window_ns: window,
-            active_window_ns: p.first_ns.zip(p.last_ns).map(|(a, b)| [a, b]),
-            latency_by_opcode: p
-                .opc_latency
-                .iter()
-                .map(|(k, (l, sv))| {
-                    (
-                        k.clone(),
-                        OpcodeLatency {
-                            rpcs: l.count(),
-                            mean_us: l.mean(),
-                            p50_us: l.quantile(0.5),
-                            p95_us: l.quantile(0.95),
-                            server_mean_us: sv.mean(),
-                        },
-                    )
-                })
-                .collect(),
-            rpcs_in_flight: InFlightReport {
-                mean: p.rif.mean(),
-                max: p.rif.max,
-                histogram: p.rif.at_increase.clone(),
-                steady_mean: window.map_or(0.0, |[a, b]| p.rif.mean_between(a, b)),
-            },
-            messages_in_flight,
-            latency_us: LatencyReport {
-                p50: p.latency.quantile(0.5),
-                p95: p.latency.quantile(0.95),
-                p99: p.latency.quantile(0.99),
-                max: p.latency.max(),
-                mean: p.latency.mean(),
-                histogram: p.latency_hist.clone(),
-            },
-            pages_per_rpc: p.pages.clone(),
-            phases: PhaseReport {
-                request_us: p.phase[0].mean(),
-                server_wait_us: p.phase[1].mean(),
-                bulk_us: p.phase[2].mean(),
-                server_us: p.phase[3].mean(),
-                reply_us: p.phase[4].mean(),
-                service_time_s: p.service.mean(),
-                server_wait_min_us: p.phase[1].min(),
-                server_min_us: p.phase[3].min(),
-            },
-            timeseries: series,
-        }
-    }
-
-    /// Bulk bytes of RPCs that completed in [a, b), counted exactly at interval resolution
-    /// plus the partial intervals at the edges prorated (the per-RPC list is not kept).
-    fn window_bytes(&self, p: &PeerState, a: i64, b: i64) -> u64 {
-        let iv = self.cfg.interval_ns;
-        let mut total = 0f64;
-        for (&idx, c) in p.completed.range(a.div_euclid(iv)..=b.div_euclid(iv)) {
-            let (s, e) = (idx * iv, (idx + 1) * iv);
-            let overlap = (e.min(b) - s.max(a)).max(0) as f64 / iv as f64;
-            total += (c.0 + c.1) as f64 * overlap;
-        }
-        total.round() as u64
-    }
-
-    /// Bulk bytes of RPCs completed (reply last byte) in [a, b), for a given peer, at the
-    /// tracker's interval resolution (exact when a and b fall on interval boundaries).
-    pub fn bytes_completed_between(&self, client: &str, server: &str, a: i64, b: i64) -> Option<u64> {
-        let p = self.peers.values().find(|p| p.client.to_string() == client && p.server.to_string() == server)?;
-        Some(self.window_bytes(p, a, b))
-    }
 }
 
 /// True when the side that sent a message from `dir` being the client means the active side
@@ -1873,130 +1489,4 @@ fn conn_side_is(_conn: &Connection, dir: Dir, sender_is_client: bool) -> bool {
         Dir::FromActive => sender_is_client,
         Dir::FromPassive => !sender_is_client,
     }
-}
-
-/// Connection type from the active side's point of view, and whether it was inferred.
-fn conn_type_of(c: &ConnTrack) -> (u32, bool) {
-    if let Some(t) = c.hello_type[0] {
-        return (t, false);
-    }
-    if let Some(t) = c.hello_type[1] {
-        let inv = match t {
-            conn_type::BULK_IN => conn_type::BULK_OUT,
-            conn_type::BULK_OUT => conn_type::BULK_IN,
-            t => t,
-        };
-        return (inv, false);
-    }
-    // From the traffic (socklnd V3 rules, wire-format.md §2.8): large LNet messages from a
-    // side go on its BULK_OUT; the other direction of a bulk connection carries only NOOPs.
-    let t = if c.large[0] > 0 && c.small[0] == 0 && c.small[1] == 0 && c.large[1] == 0 {
-        conn_type::BULK_OUT
-    } else if c.large[1] > 0 && c.small[1] == 0 && c.small[0] == 0 && c.large[0] == 0 {
-        conn_type::BULK_IN
-    } else if c.small[0] + c.small[1] > 0 {
-        conn_type::CONTROL
-    } else if c.noop[0] > 0 && c.noop[1] == 0 {
-        conn_type::BULK_IN
-    } else if c.noop[1] > 0 && c.noop[0] == 0 {
-        conn_type::BULK_OUT
-    } else {
-        conn_type::ANY
-    };
-    (t, true)
-}
-
-/// Share of the busy time the messages in flight must sit at their maximum for that maximum
-/// to be a credit limit (and more than just below it: a ceiling piles the count up at the
-/// maximum, where without one the maximum is the thin end of the distribution). On the real-kernel lab captures, pairs whose messages waited for
-/// credits on 23 % or more of their RPCs held it 23–79 % of the time, pairs with fewer
-/// waits at most 11 %.
-pub const CREDIT_PLATEAU_SHARE: f64 = 0.2;
-
-/// Infers the peer_credits limit from the messages in flight per direction: a direction
-/// whose messages reach a ceiling below what the open RPCs would put in flight
-/// (`rif_max` × `mds` bulk messages each) and sit at it for a real share of the busy time
-/// is held by credits. `rpcs` and `mds` (bulk messages per RPC) say how many messages the
-/// direction should have shown: where most were not seen (lost headers), nothing is
-/// inferred.
-///
-/// For bulk the server sends (direction 1), `server_waits` says whether a tenth of the RPCs'
-/// bulk started well after their request reached the server (None: not measured); a ceiling with
-/// every bulk leaving at once is the RPC window's own rhythm, not a credit limit.
-fn credit_inference(
-    dirs: Vec<MessagesDirection>,
-    rif_max: i64,
-    mds: u64,
-    rpcs: u64,
-    server_waits: Option<bool>,
-) -> MessagesInFlight {
-    let max = dirs.iter().map(|d| d.max).max().unwrap_or(0);
-    let wanted = rif_max.saturating_mul(mds.max(1) as i64);
-    let best = dirs.iter().filter(|d| d.max > 0).max_by(|a, b| a.time_at_max.total_cmp(&b.time_at_max));
-    let per_rpc = |_: &MessagesDirection| if mds > 1 { format!(" × {mds} bulk messages each") } else { String::new() };
-    let (inferred, evidence) = match best {
-        Some(d) if wanted <= d.max => (
-            None,
-            format!("not reached: the RPCs in flight (max {rif_max}{}) never asked for more than the LNet messages in flight (max {})", per_rpc(d), d.max),
-        ),
-        Some(d) if 2 * d.messages < rpcs => (
-            None,
-            format!(
-                "unknown: {} messages seen from {} for {rpcs} RPCs (headers lost or cut by the snaplen), too few to show a credit limit",
-                d.messages, d.from
-            ),
-        ),
-        Some(d) if 3 * d.max > 2 * wanted => (
-            None,
-            format!(
-                "not binding: at most {} messages in flight for up to {wanted} wanted at once; an RPC window without a credit limit peaks there too (each bulk holds its credit for one of the RPC's two round trips), a credit limit shows as a ceiling at most two thirds of what is wanted",
-                d.max
-            ),
-        ),
-        Some(d) if d.max < 2 => (
-            None,
-            format!("no plateau: at most one message in flight from {} at a time is a lone message, not a credit limit", d.from),
-        ),
-        Some(d) if d.zero_copy == 0 => (
-            None,
-            format!(
-                "not shown: no message from {} asked for a zero-copy ACK, so each returns its credit when its last byte is sent and the messages in flight cannot show a credit limit",
-                d.from
-            ),
-        ),
-        Some(d) if d.from == dirs[1].from && server_waits == Some(false) => (
-            None,
-            format!(
-                "not binding: {} messages in flight at most, but every RPC's bulk left the server within a tenth of a round trip of its request",
-                d.max
-            ),
-        ),
-        Some(d) if d.time_at_max >= CREDIT_PLATEAU_SHARE && d.time_at_max >= d.time_below_max => (
-            Some(d.max),
-            format!(
-                "{} → {}: at most {} LNet messages in flight, held for {:.0}% of the busy time while up to {rif_max} RPCs{} were in flight: messages waited for credits",
-                d.from,
-                d.to,
-                d.max,
-                d.time_at_max * 100.0,
-                per_rpc(d)
-            ),
-        ),
-        Some(d) => (
-            None,
-            format!(
-                "no plateau: the maximum of {} messages in flight was held for {:.0}% of the busy time and one less for {:.0}% (a ceiling holds the count at its maximum at least {:.0}% of the time and more than just below it)",
-                d.max,
-                d.time_at_max * 100.0,
-                d.time_below_max * 100.0,
-                CREDIT_PLATEAU_SHARE * 100.0
-            ),
-        ),
-        None if dirs.iter().any(|d| d.messages > 0) => (
-            None,
-            "not binding: no LNet message stayed in flight for 10 µs or more (each left for the socket at once; without zero copy a message is in flight only while it is written)".into(),
-        ),
-        None => (None, "no LNet messages between the pair".into()),
-    };
-    MessagesInFlight { max, inferred_peer_credits: inferred, evidence, directions: dirs }
 }
