@@ -171,7 +171,7 @@ impl FileAnalysis {
         let reports = st.tracker.reports();
         report.connections.extend(connection_entries(&self.pipe, &summary, &reports, &self.name, cfg.interval_ns));
         for peer in &reports {
-            report.peers.push(peer_entry(&self.pipe, peer.clone(), &reports, cfg.link_rate, &self.name));
+            report.peers.push(peer_entry(&self.pipe, peer.clone(), &reports, cfg, &self.name));
         }
         Ok(FileOutcome { complete, peers: reports.len() })
     }

@@ -11,6 +11,7 @@ use lnetcap_rpc::{PeerReport, Side};
 use lnetcap_tcp::perf::DirPerf;
 use lnetcap_tcp::ConnId;
 
+use crate::analysis::AnalysisConfig;
 use crate::report::{
     BindingLimit, ConnectionEntry, DirectionEntry, DirectionInterval, DirectionTcp, FitPoint, Fits, IntervalModel,
     ModelReport, PeerEntry, RateReport,
@@ -249,13 +250,9 @@ fn rate_report(peer: &PeerReport, rtt: &RttReport) -> RateReport {
 
 /// The best sustained rate: the largest 1 s mean of the per-interval bulk rate (windows
 /// of a third of the active period when that is shorter than 1 s).
-fn best_sustained(peer: &PeerReport) -> f64 {
+fn best_sustained(peer: &PeerReport, interval_ns: i64) -> f64 {
     let rates: Vec<f64> = peer.timeseries.iter().map(|r| r.read_bytes_per_s + r.write_bytes_per_s).collect();
-    let span = if peer.timeseries.len() >= 2 {
-        rules::best_rate_window(peer.timeseries[1].t_ns - peer.timeseries[0].t_ns, peer.timeseries.len())
-    } else {
-        1
-    };
+    let span = rules::best_rate_window(interval_ns, peer.timeseries.len());
     rates.windows(span.min(rates.len()).max(1)).map(|w| w.iter().sum::<f64>() / w.len() as f64).fold(0.0, f64::max)
 }
 
@@ -263,9 +260,10 @@ pub fn peer_entry(
     pipe: &Pipeline,
     peer: PeerReport,
     all: &[PeerReport],
-    link_rate: Option<f64>,
+    cfg: &AnalysisConfig,
     file: &str,
 ) -> PeerEntry {
+    let (link_rate, interval_ns) = (cfg.link_rate, cfg.interval_ns);
     let conns: Vec<ConnPerfRef<'_>> = peer
         .connections
         .iter()
@@ -283,18 +281,13 @@ pub fn peer_entry(
     let mut tcp = tcp_report(&conns, &bulk, peer.steady_window_ns);
     let rpcs = peer.rpcs + peer.rpcs_partial;
     let bs = if rpcs > 0 { (peer.bytes_read + peer.bytes_written) as f64 / rpcs as f64 } else { 0.0 };
-    let best = best_sustained(&peer);
+    let best = best_sustained(&peer, interval_ns);
     let peers_of_server = all.iter().filter(|p| p.server_nid == peer.server_nid).count() as u64;
     let bulk_msg = rules::bulk_message_bytes(bs);
     unless_in_flight(&mut peer.messages_in_flight, tcp.cwnd_estimate_max as f64, bulk_msg);
     // Loss recovery (retransmissions that were not spurious) is congestion control acting.
     let loss = tcp.retransmits > tcp.retransmits_spurious;
     let steady_state = rules::steady_state(peer.steady_window_ns, rtt_us);
-    let interval_ns = if peer.timeseries.len() >= 2 {
-        peer.timeseries[1].t_ns - peer.timeseries[0].t_ns
-    } else {
-        crate::defaults::INTERVAL_NS
-    };
     let cwnd_iv = lnetcap_rpc::tcp::cwnd_by_interval(&conns, &bulk);
     // The window still opening over the steady window (its last interval's estimate a
     // tenth above its first's) is congestion control acting too.
@@ -342,7 +335,7 @@ pub fn peer_entry(
         rtt: &lnetcap_rpc::tcp::rtt_by_interval(&conns),
     };
     let intervals = interval_models(&peer, &inp, &series);
-    let selftest = peer.rpcs_by_opcode.keys().any(|k| k.starts_with("BRW"));
+    let selftest = peer.selftest;
     // A pair without bulk data (metadata, pings) has no throughput to explain.
     let no_bulk = peer.bytes_read + peer.bytes_written == 0;
     // Messages each RPC puts in flight at once: its bulk MDs (4 for a 4 MiB RPC).

@@ -419,7 +419,7 @@ pub static RPCS: Table<RpcRecord> = Table {
         col!("id", U64, "sequence number in the order RPCs were first seen", |r| r.id.into()),
         col!("client_nid", Str, "client NID (the request's sender)", |r| (&r.client_nid).into()),
         col!("server_nid", Str, "server NID", |r| (&r.server_nid).into()),
-        col!("kind", Str, "ptlrpc, lst_brw, lst_ping, lst_framework, lnet_ping", |r| r.kind.into()),
+        col!("kind", Str, "ptlrpc, lst_brw, lst_ping, lst_framework, lnet_ping", |r| r.kind.as_str().into()),
         col!("xid", U64, "PtlRPC XID, self-test rpyid or ping match bits", |r| hex(&r.xid)),
         col!("opc", U64, "PtlRPC opcode", |r| r.opc.into()),
         col!("opc_name", Str, "opcode name or self-test kind (BRW_READ, BRW_WRITE, PING, LNET_PING)", |r| r

@@ -38,7 +38,7 @@ pub struct RpcRecord {
     /// Server NID.
     pub server_nid: String,
     /// `ptlrpc`, `lst_brw`, `lst_ping`, `lst_framework`, `lnet_ping`.
-    pub kind: &'static str,
+    pub kind: RpcKind,
     /// PtlRPC XID, selftest rpyid, or the ping match bits, as a hex string.
     pub xid: Option<Hex>,
     /// PtlRPC opcode.
@@ -96,6 +96,35 @@ pub struct RpcRecord {
     pub missing: Vec<Missing>,
     /// Frame of the first message of the RPC seen.
     pub first_frame: u64,
+}
+
+/// What protocol an RPC is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RpcKind {
+    /// A Lustre PtlRPC (by XID).
+    Ptlrpc,
+    /// An LNet selftest bulk read or write (`lst add_test brw`).
+    LstBrw,
+    /// An LNet selftest ping.
+    LstPing,
+    /// An LNet selftest framework (console) RPC.
+    LstFramework,
+    /// An LNet ping or discovery.
+    LnetPing,
+}
+
+impl RpcKind {
+    /// The JSON name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ptlrpc => "ptlrpc",
+            Self::LstBrw => "lst_brw",
+            Self::LstPing => "lst_ping",
+            Self::LstFramework => "lst_framework",
+            Self::LnetPing => "lnet_ping",
+        }
+    }
 }
 
 /// A part of an RPC the capture did not show (the RPC lines' `missing`). Declared in the
@@ -325,6 +354,9 @@ pub struct CapturePointReport {
 /// Everything about one client/server NID pair.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PeerReport {
+    /// The pair ran LNet selftest BRW RPCs (advice names `lst` settings, not Lustre's).
+    #[serde(skip)]
+    pub selftest: bool,
     /// Client NID (the side sending requests).
     pub client_nid: String,
     /// Server NID.

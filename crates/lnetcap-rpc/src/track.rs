@@ -51,26 +51,7 @@ impl Default for RpcConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Ptlrpc,
-    LstBrw,
-    LstPing,
-    LstFramework,
-    LnetPing,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Ptlrpc => "ptlrpc",
-            Self::LstBrw => "lst_brw",
-            Self::LstPing => "lst_ping",
-            Self::LstFramework => "lst_framework",
-            Self::LnetPing => "lnet_ping",
-        }
-    }
-}
+use crate::report::RpcKind as Kind;
 
 /// Key of an RPC: (client NID, server NID, XID / rpyid / match bits).
 type Key = (Nid, Nid, u64);
@@ -114,6 +95,8 @@ struct ConnTrack {
 struct PeerState {
     client: Nid,
     server: Nid,
+    /// A selftest BRW RPC was seen (the pair is an `lst` run).
+    selftest: bool,
     conns: Vec<u32>,
     rif: StepSeries,
     mif: [StepSeries; 2],
@@ -208,6 +191,7 @@ impl PeerState {
     /// A finished RPC's share of the pair's statistics: missing parts, counts, latency
     /// by opcode, pages, phases and service time (complete RPCs only).
     fn tally(&mut self, rec: &RpcRecord) {
+        self.selftest |= rec.kind == Kind::LstBrw;
         for m in &rec.missing {
             *self.missing.entry(*m).or_default() += 1;
         }
@@ -255,6 +239,7 @@ impl PeerState {
         Self {
             client,
             server,
+            selftest: false,
             conns: Vec::new(),
             rif: StepSeries::new(interval).with_tolerance(STEP_TOLERANCE_NS),
             mif: [
@@ -619,7 +604,7 @@ impl Tracker {
             file: None,
             client_nid: key.0.to_string(),
             server_nid: key.1.to_string(),
-            kind: kind.name(),
+            kind,
             xid: Some(Hex(key.2)),
             opc: None,
             opc_name: None,

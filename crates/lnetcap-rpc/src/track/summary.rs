@@ -78,6 +78,7 @@ impl Tracker {
             rpcs_partial: p.partial,
             missing: p.missing.clone(),
             rpcs_by_opcode: p.by_opc.clone(),
+            selftest: p.selftest,
             bytes_read: p.bytes_read,
             bytes_written: p.bytes_written,
             throughput_bytes_per_s: throughput,
