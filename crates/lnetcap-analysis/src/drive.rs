@@ -117,7 +117,11 @@ pub fn drive<S: PacketSource + ?Sized>(
 }
 
 /// The source's record warnings: each an unreadable frame in the accounting.
+#[inline]
 fn warnings<S: PacketSource + ?Sized>(name: &str, source: &mut S, pipe: &mut Pipeline, obs: &mut dyn Observer) {
+    if !source.has_warnings() {
+        return;
+    }
     for w in source.drain_warnings() {
         pipe.count_unreadable_frame();
         obs.notice(name, Notice::Warning(w.to_string()));

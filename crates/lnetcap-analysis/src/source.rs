@@ -14,6 +14,12 @@ pub trait PacketSource {
         Vec::new()
     }
 
+    /// Whether [`PacketSource::drain_warnings`] has anything (asked after every packet:
+    /// keep it cheap).
+    fn has_warnings(&self) -> bool {
+        false
+    }
+
     /// Input bytes read so far and the total when known (for a progress bar).
     fn progress(&self) -> (u64, Option<u64>) {
         (0, None)
@@ -27,6 +33,11 @@ impl PacketSource for CaptureReader {
 
     fn drain_warnings(&mut self) -> Vec<CaptureError> {
         CaptureReader::drain_warnings(self)
+    }
+
+    #[inline]
+    fn has_warnings(&self) -> bool {
+        CaptureReader::has_warnings(self)
     }
 
     fn progress(&self) -> (u64, Option<u64>) {

@@ -276,6 +276,12 @@ impl CaptureReader {
         (done, self.input_total)
     }
 
+    /// Whether record problems wait to be drained.
+    #[inline]
+    pub fn has_warnings(&self) -> bool {
+        !self.warnings.is_empty()
+    }
+
     /// Problems met so far that did not stop reading (malformed blocks that were skipped).
     pub fn drain_warnings(&mut self) -> Vec<CaptureError> {
         std::mem::take(&mut self.warnings)
