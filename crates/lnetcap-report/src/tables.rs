@@ -8,7 +8,7 @@
 
 use std::io::Write;
 
-use lnetcap_lnet::record::{Hex, MessageRecord};
+use lnetcap_lnet::record::{Hex, Hex32, MessageRecord};
 use lnetcap_rpc::report::IntervalRow;
 use lnetcap_rpc::{RpcRecord, Side};
 use polars::io::csv::write::BatchedWriter as CsvBatchedWriter;
@@ -152,9 +152,15 @@ impl<T: Into<Cell>> From<Option<T>> for Cell {
     }
 }
 
-/// An identifier as an unsigned integer (null when absent).
-fn hex(v: &Option<Hex>) -> Cell {
-    v.map_or(Cell::Null, |h| Cell::U(h.0))
+impl From<Hex> for Cell {
+    fn from(v: Hex) -> Self {
+        Self::U(v.0)
+    }
+}
+impl From<Hex32> for Cell {
+    fn from(v: Hex32) -> Self {
+        Self::U(u64::from(v.0))
+    }
 }
 
 /// One column: name, type, meaning, and how to read it from a row source `T`.
@@ -373,15 +379,15 @@ pub static MESSAGES: Table<MessageRecord> = Table {
         col!("connreq_version", U64, "acceptor connreq version", |r| r.connreq_version.into()),
         col!("hello_version", U64, "HELLO version", |r| r.hello_version.into()),
         col!("conn_type", Str, "HELLO connection type", |r| r.conn_type.into()),
-        col!("incarnation", U64, "HELLO incarnation", |r| hex(&r.incarnation)),
-        col!("csum", U64, "ksock checksum (when non-zero)", |r| r.csum.map(|c| u64::from(c.0)).into()),
-        col!("zc_req_cookie", U64, "zero-copy request cookie", |r| hex(&r.zc_req_cookie)),
-        col!("zc_ack_cookie", U64, "zero-copy ACK cookie", |r| hex(&r.zc_ack_cookie)),
+        col!("incarnation", U64, "HELLO incarnation", |r| r.incarnation.into()),
+        col!("csum", U64, "ksock checksum (when non-zero)", |r| r.csum.into()),
+        col!("zc_req_cookie", U64, "zero-copy request cookie", |r| r.zc_req_cookie.into()),
+        col!("zc_ack_cookie", U64, "zero-copy ACK cookie", |r| r.zc_ack_cookie.into()),
         col!("payload_length_bytes", U64, "LNet payload length", |r| r.payload_length.into()),
         col!("portal", U64, "portal (PUT, GET)", |r| r.portal.into()),
         col!("portal_name", Str, "portal name", |r| r.portal_name.into()),
-        col!("match_bits", U64, "match bits (PUT, GET, ACK)", |r| hex(&r.match_bits)),
-        col!("hdr_data", U64, "PUT hdr_data", |r| hex(&r.hdr_data)),
+        col!("match_bits", U64, "match bits (PUT, GET, ACK)", |r| r.match_bits.into()),
+        col!("hdr_data", U64, "PUT hdr_data", |r| r.hdr_data.into()),
         col!("put_offset_bytes", U64, "PUT offset in the target MD", |r| r.put_offset.into()),
         col!("ack_wmd", Str, "PUT ack_wmd", |r| r.ack_wmd.as_ref().into()),
         col!("return_wmd", Str, "GET return_wmd", |r| r.return_wmd.as_ref().into()),
@@ -394,12 +400,12 @@ pub static MESSAGES: Table<MessageRecord> = Table {
         col!("opc_name", Str, "PtlRPC opcode name", |r| r.opc_name.into()),
         col!("status", I64, "PtlRPC pb_status", |r| r.status.into()),
         col!("service_time_s", U64, "PtlRPC pb_service_time (whole seconds, at least 1)", |r| r.service_time.into()),
-        col!("pb_mbits", U64, "PtlRPC pb_mbits", |r| hex(&r.pb_mbits)),
+        col!("pb_mbits", U64, "PtlRPC pb_mbits", |r| r.pb_mbits.into()),
         col!("jobid", Str, "PtlRPC jobid", |r| r.jobid.as_ref().into()),
         col!("early_reply", Bool, "PtlRPC early reply", |r| r.early_reply.into()),
         col!("srpc_type", Str, "self-test message type", |r| r.srpc_type.into()),
-        col!("rpyid", U64, "self-test rpyid", |r| hex(&r.rpyid)),
-        col!("bulkid", U64, "self-test bulkid", |r| hex(&r.bulkid)),
+        col!("rpyid", U64, "self-test rpyid", |r| r.rpyid.into()),
+        col!("bulkid", U64, "self-test bulkid", |r| r.bulkid.into()),
         col!("brw_rw", Str, "self-test BRW direction", |r| r.brw_rw.into()),
         col!("brw_len_bytes", U64, "self-test BRW bulk length", |r| r.brw_len.into()),
         col!("srpc_status", U64, "self-test reply status", |r| r.srpc_status.into()),
@@ -420,7 +426,7 @@ pub static RPCS: Table<RpcRecord> = Table {
         col!("client_nid", Str, "client NID (the request's sender)", |r| (&r.client_nid).into()),
         col!("server_nid", Str, "server NID", |r| (&r.server_nid).into()),
         col!("kind", Str, "ptlrpc, lst_brw, lst_ping, lst_framework, lnet_ping", |r| r.kind.as_str().into()),
-        col!("xid", U64, "PtlRPC XID, self-test rpyid or ping match bits", |r| hex(&r.xid)),
+        col!("xid", U64, "PtlRPC XID, self-test rpyid or ping match bits", |r| r.xid.into()),
         col!("opc", U64, "PtlRPC opcode", |r| r.opc.into()),
         col!("opc_name", Str, "opcode name or self-test kind (BRW_READ, BRW_WRITE, PING, LNET_PING)", |r| r
             .opc_name
