@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod analyze;
+mod batch;
 mod decode;
 mod diff;
 mod gate;
@@ -27,12 +28,16 @@ pub(crate) mod exit {
     /// A gate failed: a `--fail-if` expression held for a peer, or `diff` found a
     /// regression. (1 takes precedence: an input not read to its end.)
     pub const GATE: u8 = 3;
+    /// `batch`: the run itself failed: an output could not be written, a shard
+    /// directory to merge is missing, or on Slurm a shard failed and the merge did not
+    /// run.
+    pub const RUN: u8 = 4;
 }
 
 #[derive(Parser, Debug)]
 #[command(name = "lnetcap", version, about = "Lustre LNet (socklnd) capture analyzer: decode socklnd/LNet/PtlRPC from tcpdump captures", long_about = None)]
 #[command(
-    after_help = "Exit codes: 0 success; 1 an input could not be opened or read to its end (what was read is still reported); 2 usage error; 3 a gate failed (--fail-if held, or diff found a regression)."
+    after_help = "Exit codes: 0 success; 1 an input could not be opened or read to its end (what was read is still reported); 2 usage error; 3 a gate failed (--fail-if held, or diff found a regression); 4 batch: the run itself failed (an output not writable, a shard failed on Slurm)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -44,6 +49,9 @@ enum Cmd {
     /// Reconstruct every RPC per peer pair, with phases, RPCs and LNet messages in flight
     /// and throughput.
     Analyze(analyze::AnalyzeArgs),
+    /// Analyse archives of captures into one dataset (reports, Parquet tables,
+    /// index.html): rotated sets grouped, on every core, resumable, sharded for Slurm.
+    Batch(batch::BatchArgs),
     /// Decode every socklnd / LNet / PtlRPC message of one or more captures.
     Decode(decode::DecodeArgs),
     /// Compare two JSON reports (`analyze --json`): what changed per peer, and whether
@@ -67,6 +75,7 @@ fn main() -> ExitCode {
     };
     let res = match cli.cmd {
         Cmd::Analyze(a) => analyze::run(&a),
+        Cmd::Batch(a) => batch::run(&a),
         Cmd::Decode(a) => decode::run(&a),
         Cmd::Diff(a) => diff::run(&a),
         Cmd::Gate(a) => gate::run(&a),

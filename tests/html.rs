@@ -71,26 +71,6 @@ fn figures(html: &str) -> Vec<(String, String)> {
     out
 }
 
-/// (width, height, RGBA pixels) of a PNG.
-fn decode_png(path: &Path) -> (u32, u32, Vec<[u8; 4]>) {
-    let dec = png::Decoder::new(std::fs::File::open(path).unwrap());
-    let mut reader = dec.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let buf = &buf[..info.buffer_size()];
-    let px: Vec<[u8; 4]> = match info.color_type {
-        png::ColorType::Rgb => buf.chunks(3).map(|c| [c[0], c[1], c[2], 255]).collect(),
-        png::ColorType::Rgba => buf.chunks(4).map(|c| [c[0], c[1], c[2], c[3]]).collect(),
-        t => panic!("{}: colour type {t:?}", path.display()),
-    };
-    (info.width, info.height, px)
-}
-
-/// Pixels within a small distance of `rgb`.
-fn count_color(px: &[[u8; 4]], rgb: [u8; 3]) -> usize {
-    px.iter().filter(|p| (0..3).all(|i| (i32::from(p[i]) - i32::from(rgb[i])).abs() <= 6)).count()
-}
-
 fn check_page(name: &str, dir: &Path, html: &str, report: &Value) {
     // Self-contained: no script, no external stylesheet, image or font; the only URLs are
     // the SVG and XLink namespace names (identifiers, never fetched).
@@ -129,11 +109,11 @@ fn check_page(name: &str, dir: &Path, html: &str, report: &Value) {
             assert!(body.contains(t), "{name}: chart {id} lacks the axis title {t:?}");
         }
         let png = dir.join(format!("{id}.png"));
-        let (w, h, px) = decode_png(&png);
+        let (w, h, px) = common::decode_png(&png);
         assert_eq!((w, h), (960, 380), "{name}: {id}.png size");
-        let white = count_color(&px, [255, 255, 255]);
+        let white = common::count_color(&px, [255, 255, 255]);
         assert!(white < px.len() * 99 / 100, "{name}: {id}.png is blank");
-        assert!(count_color(&px, [0x20, 0x20, 0x20]) > 200, "{name}: {id}.png has no text or axes");
+        assert!(common::count_color(&px, [0x20, 0x20, 0x20]) > 200, "{name}: {id}.png has no text or axes");
     }
 
     // The headline names each peer's binding limit; every advice command is on the page.
@@ -191,24 +171,10 @@ fn report_html_without_lnet_traffic_says_so() {
     assert!(!html.contains("<svg"), "no charts without peers");
 }
 
-fn chromium() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("CHROMIUM") {
-        return Some(PathBuf::from(p));
-    }
-    for name in ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"] {
-        if let Ok(o) = Command::new("sh").arg("-c").arg(format!("command -v {name}")).output() {
-            if o.status.success() {
-                return Some(PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
-            }
-        }
-    }
-    None
-}
-
 #[test]
 fn report_html_renders_in_headless_chromium() {
     let require = std::env::var("LNETCAP_REQUIRE_ORACLES").is_ok_and(|v| v == "1");
-    let Some(browser) = chromium() else {
+    let Some(browser) = common::chromium() else {
         assert!(!require, "LNETCAP_REQUIRE_ORACLES=1 but no chromium (apt-get install chromium)");
         eprintln!("SKIPPED: no chromium (apt-get install chromium, or set CHROMIUM)");
         return;
@@ -219,34 +185,18 @@ fn report_html_renders_in_headless_chromium() {
     let shot = common::root().join("target/lnetcap-report-screenshot.png");
     let _ = std::fs::remove_file(&shot);
     let profile = dir.join("chromium-profile");
-    let o = Command::new(&browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--disable-background-networking",
-            "--disable-extensions",
-            "--no-first-run",
-            "--hide-scrollbars",
-            "--window-size=1100,5200",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", dir.join("report.html").display()))
-        .output()
-        .unwrap();
-    assert!(shot.is_file(), "chromium wrote no screenshot: {}", String::from_utf8_lossy(&o.stderr));
+    common::screenshot(&browser, &dir.join("report.html"), &shot, (1100, 5200), &profile)
+        .unwrap_or_else(|e| panic!("chromium wrote no screenshot: {e}"));
     eprintln!("screenshot: {}", shot.display());
-    let (w, h, px) = decode_png(&shot);
+    let (w, h, px) = common::decode_png(&shot);
     assert_eq!((w, h), (1100, 5200));
     // The limit badge and the model bound in the lnet_credits colour, the observed
     // throughput and RPC lines in theirs, and text.
-    let credits = count_color(&px, [0xe6, 0x7e, 0x00]);
+    let credits = common::count_color(&px, [0xe6, 0x7e, 0x00]);
     assert!(credits > 2000, "lnet_credits orange: {credits} pixels");
-    let blue = count_color(&px, [0x1f, 0x77, 0xb4]);
+    let blue = common::count_color(&px, [0x1f, 0x77, 0xb4]);
     assert!(blue > 2000, "RPCs in flight / bytes in flight blue: {blue} pixels");
-    let ink = count_color(&px, [0x20, 0x20, 0x20]);
+    let ink = common::count_color(&px, [0x20, 0x20, 0x20]);
     assert!(ink > 5000, "text and axes: {ink} pixels");
     // Every chart is on the page the browser laid out (no broken SVG stops rendering).
     assert_eq!(figures(&html).len(), html.matches("<svg").count());

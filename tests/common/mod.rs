@@ -200,3 +200,66 @@ pub fn tcp_packet(d: usize, seq: u32, ack: u32, flags: u8, window: u16, payload:
         },
     )
 }
+
+/// A headless Chromium: $CHROMIUM, else the first of the usual names on PATH.
+pub fn chromium() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("CHROMIUM") {
+        return Some(PathBuf::from(p));
+    }
+    for name in ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"] {
+        if let Ok(o) = std::process::Command::new("sh").arg("-c").arg(format!("command -v {name}")).output() {
+            if o.status.success() {
+                return Some(PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+            }
+        }
+    }
+    None
+}
+
+/// A PNG's size and pixels (RGBA).
+pub fn decode_png(path: &Path) -> (u32, u32, Vec<[u8; 4]>) {
+    let dec = png::Decoder::new(std::fs::File::open(path).unwrap());
+    let mut reader = dec.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let buf = &buf[..info.buffer_size()];
+    let px: Vec<[u8; 4]> = match info.color_type {
+        png::ColorType::Rgb => buf.chunks(3).map(|c| [c[0], c[1], c[2], 255]).collect(),
+        png::ColorType::Rgba => buf.chunks(4).map(|c| [c[0], c[1], c[2], c[3]]).collect(),
+        t => panic!("{}: colour type {t:?}", path.display()),
+    };
+    (info.width, info.height, px)
+}
+
+/// Pixels within 6 of a colour.
+pub fn count_color(px: &[[u8; 4]], rgb: [u8; 3]) -> usize {
+    px.iter().filter(|p| (0..3).all(|i| (i32::from(p[i]) - i32::from(rgb[i])).abs() <= 6)).count()
+}
+
+/// Screenshots `page` in headless Chromium at `size` into `shot`; the browser's stderr on
+/// failure.
+pub fn screenshot(browser: &Path, page: &Path, shot: &Path, size: (u32, u32), profile: &Path) -> Result<(), String> {
+    let _ = std::fs::remove_file(shot);
+    let o = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-background-networking",
+            "--disable-extensions",
+            "--no-first-run",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--window-size={},{}", size.0, size.1))
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .map_err(|e| e.to_string())?;
+    if shot.is_file() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&o.stderr).to_string())
+    }
+}

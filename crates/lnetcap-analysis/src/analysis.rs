@@ -7,7 +7,7 @@ use lnetcap_rpc::{RpcConfig, RpcRecord, Tracker};
 
 use crate::build::{connection_entries, fits, peer_entry};
 use crate::defaults;
-use crate::drive::{drive, Observer};
+use crate::drive::{drive_piece, Observer};
 use crate::report::{FileReport, Report, REPORT_SCHEMA_VERSION};
 use crate::source::PacketSource;
 
@@ -137,9 +137,24 @@ impl FileAnalysis {
         sink: &mut dyn Sink,
         obs: &mut dyn Observer,
     ) -> anyhow::Result<bool> {
+        self.read_piece(source, sink, obs, true)
+    }
+
+    /// Reads one piece of a capture cut in pieces (a rotated ring, in time order) into
+    /// this analysis: connections and RPCs carry on into the next piece; the `last` one
+    /// ends the source as [`FileAnalysis::read`] does. Returns whether the piece was read
+    /// to its end.
+    pub fn read_piece<S: PacketSource + ?Sized>(
+        &mut self,
+        source: &mut S,
+        sink: &mut dyn Sink,
+        obs: &mut dyn Observer,
+        last: bool,
+    ) -> anyhow::Result<bool> {
         let Self { name, pipe, state, flushed } = self;
-        let complete = drive(name, source, pipe, obs, |pipe, events| state.on_events(name, pipe, events, sink))?;
-        *flushed = true;
+        let complete =
+            drive_piece(name, source, pipe, obs, |pipe, events| state.on_events(name, pipe, events, sink), last)?;
+        *flushed = last;
         Ok(complete)
     }
 

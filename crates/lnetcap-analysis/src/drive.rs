@@ -76,7 +76,20 @@ pub fn drive<S: PacketSource + ?Sized>(
     source: &mut S,
     pipe: &mut Pipeline,
     obs: &mut dyn Observer,
+    on_events: impl FnMut(&Pipeline, &mut Vec<LnetEvent>) -> anyhow::Result<()>,
+) -> anyhow::Result<bool> {
+    drive_piece(name, source, pipe, obs, on_events, true)
+}
+
+/// [`drive`] over one piece of a capture cut in pieces (a rotated ring): the pipeline is
+/// flushed only after the `last` piece, so connections and RPCs run across the cuts.
+pub fn drive_piece<S: PacketSource + ?Sized>(
+    name: &str,
+    source: &mut S,
+    pipe: &mut Pipeline,
+    obs: &mut dyn Observer,
     mut on_events: impl FnMut(&Pipeline, &mut Vec<LnetEvent>) -> anyhow::Result<()>,
+    last: bool,
 ) -> anyhow::Result<bool> {
     let mut events = Vec::new();
     let mut complete = true;
@@ -107,6 +120,9 @@ pub fn drive<S: PacketSource + ?Sized>(
     }
     warnings(name, source, pipe, obs);
     obs.finished(name);
+    if !last {
+        return Ok(complete);
+    }
     pipe.finish(&mut events);
     on_events(pipe, &mut events)?;
     if !pipe.has_lnet_connections() {

@@ -25,7 +25,7 @@ pub mod report;
 pub mod source;
 
 pub use analysis::{Analysis, AnalysisConfig, FileAnalysis, FileOutcome, NoSink, Sink};
-pub use drive::{decode_source, Decoded, Notice, Observer, Quiet};
+pub use drive::{decode_source, drive_piece, Decoded, Notice, Observer, Quiet};
 pub use report::{
     BindingLimit, ConnectionEntry, DirectionEntry, DirectionInterval, DirectionTcp, FileReport, FitPoint, Fits,
     IntervalModel, ModelReport, PeerEntry, Report, REPORT_SCHEMA_VERSION,

@@ -28,7 +28,7 @@ pub const HEIGHT: u32 = 380;
 /// Most per-connection TCP charts per peer (the busiest bulk directions are drawn).
 pub const MAX_TCP_CHARTS: usize = 4;
 
-fn register_font() -> Result<(), String> {
+pub(crate) fn register_font() -> Result<(), String> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| {
         plotters::style::register_font(FONT, FontStyle::Normal, FONT_TTF)

@@ -47,7 +47,7 @@ fn rate(b: f64) -> String {
     }
 }
 
-const STYLE: &str = r#"
+pub(crate) const STYLE: &str = r#"
 body { font-family: lnetcap-sans, sans-serif; color: #202020; margin: 24px auto; max-width: 1000px; padding: 0 16px; line-height: 1.4; }
 h1 { font-size: 26px; margin-bottom: 4px; } h2 { font-size: 21px; margin-top: 36px; border-bottom: 2px solid #ddd; padding-bottom: 4px; }
 h3 { font-size: 16px; margin: 22px 0 4px; } .sub { color: #666; font-size: 13px; }

@@ -12,5 +12,6 @@ pub mod diff;
 pub mod fmt;
 pub mod gate;
 pub mod html;
+pub mod index;
 pub mod summary;
 pub mod tables;
