@@ -34,21 +34,8 @@ pub(crate) struct AnalyzeArgs {
     /// summary.
     #[arg(long, value_name = "FILE")]
     pub rpcs: Option<PathBuf>,
-    /// LNet acceptor TCP port (repeatable). Default 988.
-    #[arg(long = "port", value_name = "N")]
-    pub ports: Vec<u16>,
-    /// Only follow connections on the given ports (no detection by content).
-    #[arg(long)]
-    pub no_detect: bool,
-    /// Time-series interval in milliseconds.
-    #[arg(long, default_value_t = INTERVAL_MS)]
-    pub interval_ms: u64,
-    /// Link rate for the model, e.g. `10Gbit`, `25G`, `1250MB/s` (default: not known; the
-    /// best sustained rate seen is reported beside it). Not used when the capture carried
-    /// more (a nominal speed such as a veth's); a path full below 80 % of it binds at its
-    /// own best rate.
-    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
-    pub link_rate: Option<f64>,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
     /// Write the tables (rpcs, messages, connections, peers, timeseries; docs/tables.md)
     /// and report.html (charts, advice) into this directory, created if missing.
     #[arg(long, value_name = "DIR")]
@@ -67,6 +54,38 @@ pub(crate) struct AnalyzeArgs {
     /// Do not print the terminal summary, the list of files written or the progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// The analysis options `analyze` and `batch` share.
+#[derive(Args, Debug)]
+pub(crate) struct AnalysisArgs {
+    /// LNet acceptor TCP port (repeatable). Default 988.
+    #[arg(long = "port", value_name = "N")]
+    pub ports: Vec<u16>,
+    /// Only follow connections on the given ports (no detection by content).
+    #[arg(long)]
+    pub no_detect: bool,
+    /// Time-series interval in milliseconds.
+    #[arg(long, default_value_t = INTERVAL_MS)]
+    pub interval_ms: u64,
+    /// Link rate for the model, e.g. `10Gbit`, `25G`, `1250MB/s` (default: not known; the
+    /// best sustained rate seen is reported beside it). Not used when the capture carried
+    /// more (a nominal speed such as a veth's); a path full below 80 % of it binds at its
+    /// own best rate.
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    pub link_rate: Option<f64>,
+}
+
+impl AnalysisArgs {
+    /// The analysis these options ask for.
+    pub(crate) fn config(&self) -> AnalysisConfig {
+        AnalysisConfig {
+            ports: crate::decode::ports(&self.ports),
+            detect: !self.no_detect,
+            interval_ns: (self.interval_ms.max(1) * 1_000_000) as i64,
+            link_rate: self.link_rate,
+        }
+    }
 }
 
 /// `--table-format`.
@@ -147,13 +166,7 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
         None => None,
     };
     let mut sink = Outputs { lines, tables, multi: a.files.len() > 1 };
-    let cfg = AnalysisConfig {
-        ports: crate::decode::ports(&a.ports),
-        detect: !a.no_detect,
-        interval_ns: (a.interval_ms.max(1) * 1_000_000) as i64,
-        link_rate: a.link_rate,
-    };
-    let mut analysis = Analysis::new(cfg);
+    let mut analysis = Analysis::new(a.analysis.config());
     let mut obs = Stderr::new(!a.quiet);
     for path in &a.files {
         let Some(mut reader) = open(path) else {

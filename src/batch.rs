@@ -5,11 +5,10 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use lnetcap_analysis::defaults::{parse_rate, INTERVAL_MS};
-use lnetcap_analysis::AnalysisConfig;
 use lnetcap_batch::slurm::{self, Ended, Job};
 use lnetcap_batch::{dataset, run_batch, BatchOptions, Outcome, Ui};
 
+use crate::analyze::AnalysisArgs;
 use crate::exit;
 
 #[derive(Args, Debug)]
@@ -62,18 +61,8 @@ pub(crate) struct BatchArgs {
     /// failed or the merge did not run).
     #[arg(long, requires = "slurm", conflicts_with = "dry_run")]
     pub wait: bool,
-    /// LNet acceptor TCP port (repeatable). Default 988.
-    #[arg(long = "port", value_name = "N")]
-    pub ports: Vec<u16>,
-    /// Only follow connections on the given ports (no detection by content).
-    #[arg(long)]
-    pub no_detect: bool,
-    /// Time-series interval in milliseconds.
-    #[arg(long, default_value_t = INTERVAL_MS)]
-    pub interval_ms: u64,
-    /// Link rate for the model (as `analyze --link-rate`).
-    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
-    pub link_rate: Option<f64>,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
     /// No progress bar and no summary lines (failures are still printed).
     #[arg(long, short)]
     pub quiet: bool,
@@ -130,14 +119,7 @@ fn bar(quiet: bool) -> Option<indicatif::ProgressBar> {
     if quiet || !std::io::stderr().is_terminal() {
         return None;
     }
-    let style = indicatif::ProgressStyle::with_template(
-        "batch [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
-    )
-    .ok()?
-    .progress_chars("=> ");
-    let b = indicatif::ProgressBar::new(0).with_style(style);
-    b.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
-    Some(b)
+    crate::input::bytes_bar("batch", 0)
 }
 
 pub(crate) fn run(a: &BatchArgs) -> Result<u8> {
@@ -159,12 +141,7 @@ pub(crate) fn run(a: &BatchArgs) -> Result<u8> {
 
 fn options(a: &BatchArgs) -> BatchOptions {
     BatchOptions {
-        analysis: AnalysisConfig {
-            ports: crate::decode::ports(&a.ports),
-            detect: !a.no_detect,
-            interval_ns: (a.interval_ms.max(1) * 1_000_000) as i64,
-            link_rate: a.link_rate,
-        },
+        analysis: a.analysis.config(),
         html: a.html,
         group: !a.no_group,
         force: a.force,
@@ -210,7 +187,7 @@ fn report(a: &BatchArgs, o: &Outcome, secs: f64) {
 
 fn merge(a: &BatchArgs) -> Result<u8> {
     let m = dataset::merge(&a.paths, &a.out)?;
-    let failed = m.inputs.iter().filter(|i| i.status == lnetcap_batch::manifest::Status::Failed).count();
+    let failed = m.failed_inputs();
     if !a.quiet {
         let captures: usize = m.units.iter().map(|u| u.captures.len()).sum();
         eprintln!(
@@ -227,15 +204,16 @@ fn merge(a: &BatchArgs) -> Result<u8> {
 /// The arguments every shard runs with.
 fn shard_args(a: &BatchArgs) -> Vec<String> {
     let mut v: Vec<String> = a.paths.iter().map(|p| p.display().to_string()).collect();
-    for p in &a.ports {
+    let an = &a.analysis;
+    for p in &an.ports {
         v.extend(["--port".into(), p.to_string()]);
     }
-    v.extend(["--interval-ms".into(), a.interval_ms.to_string()]);
-    if let Some(r) = a.link_rate {
+    v.extend(["--interval-ms".into(), an.interval_ms.to_string()]);
+    if let Some(r) = an.link_rate {
         v.extend(["--link-rate".into(), format!("{r}B/s")]);
     }
     for (flag, on) in
-        [("--no-detect", a.no_detect), ("--no-group", a.no_group), ("--force", a.force), ("--html", a.html)]
+        [("--no-detect", an.no_detect), ("--no-group", a.no_group), ("--force", a.force), ("--html", a.html)]
     {
         if on {
             v.push(flag.into());
@@ -289,8 +267,7 @@ fn judge(a: &BatchArgs, tasks: &[Ended], merged: &[Ended]) -> u8 {
     match merged.first() {
         Some(m) if m.state == "COMPLETED" && ok => {
             let (m, _) = lnetcap_batch::manifest::Manifest::load(&a.out);
-            let failed = m
-                .map_or(0, |m| m.inputs.iter().filter(|i| i.status == lnetcap_batch::manifest::Status::Failed).count());
+            let failed = m.map_or(0, |m| m.failed_inputs());
             eprintln!("lnetcap: merge job {} COMPLETED; {failed} inputs failed", merged[0].id);
             if failed > 0 {
                 exit::INPUT

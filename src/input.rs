@@ -24,20 +24,17 @@ impl Progress {
             return None;
         }
         let bar = match total {
-            Some(t) => indicatif::ProgressBar::new(t).with_style(
-                indicatif::ProgressStyle::with_template(
-                    "{msg} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
-                )
-                .ok()?
-                .progress_chars("=> "),
-            ),
+            Some(t) => bytes_bar(name, t)?,
             // stdin and pipes: no total, so no ETA.
-            None => indicatif::ProgressBar::new_spinner().with_style(
-                indicatif::ProgressStyle::with_template("{msg} {spinner} {bytes} {binary_bytes_per_sec}").ok()?,
-            ),
+            None => {
+                let b = indicatif::ProgressBar::new_spinner().with_style(
+                    indicatif::ProgressStyle::with_template("{msg} {spinner} {bytes} {binary_bytes_per_sec}").ok()?,
+                );
+                b.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
+                b.set_message(name.to_string());
+                b
+            }
         };
-        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
-        bar.set_message(name.to_string());
         Some(Self(bar))
     }
 
@@ -48,6 +45,20 @@ impl Progress {
     fn finish(self) {
         self.0.finish_and_clear();
     }
+}
+
+/// A progress bar on stderr over `total` bytes, labelled `label`: rate and ETA. The
+/// caller decides whether stderr is a terminal.
+pub(crate) fn bytes_bar(label: &str, total: u64) -> Option<indicatif::ProgressBar> {
+    let style = indicatif::ProgressStyle::with_template(
+        "{msg} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
+    )
+    .ok()?
+    .progress_chars("=> ");
+    let bar = indicatif::ProgressBar::new(total).with_style(style);
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
+    bar.set_message(label.to_string());
+    Some(bar)
 }
 
 /// Most per-frame warnings printed per file (the rest are counted in the summary).

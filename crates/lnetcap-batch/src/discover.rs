@@ -69,10 +69,19 @@ impl Input {
     }
 }
 
+fn lower_name(p: &Path) -> String {
+    p.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default()
+}
+
+/// A name that promises a capture (`.pcap`, `.pcapng`, `.cap`, compressed or not).
+pub fn capture_name(p: &Path) -> bool {
+    let n = lower_name(p);
+    [".pcap", ".pcapng", ".cap"].iter().any(|e| n.contains(e))
+}
+
 /// A name that promises a capture or an archive of them.
 fn capture_like_name(p: &Path) -> bool {
-    let n = p.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
-    [".pcap", ".pcapng", ".cap", ".tar"].iter().any(|e| n.contains(e))
+    capture_name(p) || lower_name(p).contains(".tar")
 }
 
 /// Expands PATHS into inputs, in a stable order (arguments in order, directory entries

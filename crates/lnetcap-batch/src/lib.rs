@@ -147,9 +147,8 @@ pub fn run_batch(paths: &[PathBuf], dir: &Path, opts: &BatchOptions, ui: &dyn Ui
     });
     let old_units: BTreeMap<&str, &UnitRecord> =
         old.iter().flat_map(|m| &m.units).map(|u| (u.key.as_str(), u)).collect();
-    let identities = |u: &Unit| u.inputs().iter().filter_map(|&i| inputs[i].identity.clone()).collect::<Vec<_>>();
     let (done, todo): (Vec<usize>, Vec<usize>) = mine.iter().partition(|&&u| {
-        !opts.force && old_units.get(units[u].key.as_str()).is_some_and(|r| r.inputs == identities(&units[u]))
+        !opts.force && old_units.get(units[u].key.as_str()).is_some_and(|r| r.inputs == units[u].identities(&inputs))
     });
     out.analysed = todo.len();
     out.up_to_date = done.len();
@@ -172,8 +171,8 @@ pub fn run_batch(paths: &[PathBuf], dir: &Path, opts: &BatchOptions, ui: &dyn Ui
     remove_stale(dir, old.as_ref(), &manifest);
     manifest.save(dir)?;
     dataset::finalize(dir, &manifest)?;
-    out.failed = manifest.inputs.iter().filter(|i| i.status == Status::Failed).count();
-    out.skipped = manifest.inputs.iter().filter(|i| i.status == Status::Skipped).count();
+    out.failed = manifest.failed_inputs();
+    out.skipped = manifest.inputs_with(Status::Skipped);
     out.captures = manifest.units.iter().map(|u| u.captures.len()).sum();
     Ok(out)
 }
@@ -198,10 +197,11 @@ fn input_records(
     records: &[UnitRecord],
     shard: Option<(usize, usize)>,
 ) -> Vec<InputRecord> {
-    let mut unit_of: BTreeMap<usize, &str> = BTreeMap::new();
+    // input → (its unit's key, the unit is this shard's)
+    let mut unit_of: BTreeMap<usize, (&str, bool)> = BTreeMap::new();
     for (u, unit) in units.iter().enumerate() {
         for i in unit.inputs() {
-            unit_of.insert(i, if mine.contains(&u) { unit.key.as_str() } else { "" });
+            unit_of.insert(i, (unit.key.as_str(), mine.contains(&u)));
         }
     }
     let errors: BTreeMap<String, Vec<String>> =
@@ -212,7 +212,11 @@ fn input_records(
     let mut out = Vec::new();
     for (n, inp) in inputs.iter().enumerate() {
         let unit = unit_of.get(&n).copied();
-        if unit == Some("") || (unit.is_none() && shard.is_some_and(|(k, _)| k != 0)) {
+        let another_shards = match unit {
+            Some((_, mine)) => !mine,
+            None => shard.is_some_and(|(k, _)| k != 0),
+        };
+        if another_shards {
             continue;
         }
         let (status, error) = match (&inp.content, surveys.get(&n)) {
@@ -230,7 +234,7 @@ fn input_records(
             identity: inp.identity.clone(),
             status,
             error,
-            unit: unit.map(str::to_string),
+            unit: unit.map(|(key, _)| key.to_string()),
         });
     }
     out

@@ -123,6 +123,16 @@ impl Manifest {
         }
     }
 
+    /// Inputs with the given status.
+    pub fn inputs_with(&self, status: Status) -> usize {
+        self.inputs.iter().filter(|i| i.status == status).count()
+    }
+
+    /// Inputs that failed.
+    pub fn failed_inputs(&self) -> usize {
+        self.inputs_with(Status::Failed)
+    }
+
     /// Sorts inputs and units by their keys.
     pub fn sort(&mut self) {
         self.inputs.sort_by(|a, b| a.path.cmp(&b.path));

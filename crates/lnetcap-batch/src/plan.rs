@@ -105,6 +105,11 @@ impl Unit {
             UnitKind::Archive { input } => vec![*input],
         }
     }
+
+    /// The identities of its inputs (what a manifest compares to know it is done).
+    pub fn identities(&self, inputs: &[Input]) -> Vec<crate::discover::Identity> {
+        self.inputs().iter().filter_map(|&i| inputs[i].identity.clone()).collect()
+    }
 }
 
 /// The grouping key of a file name: compression suffix dropped, every digit run a `*`,

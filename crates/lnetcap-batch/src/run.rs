@@ -1,7 +1,7 @@
 //! One unit analysed: its captures through the analysis entry point, their reports and
 //! table partitions written, their summaries returned for the manifest.
 
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -193,7 +193,7 @@ pub fn analyse(
     surveys: &std::collections::BTreeMap<usize, Survey>,
     ctx: &Ctx<'_>,
 ) -> anyhow::Result<UnitRecord> {
-    let identities = unit.inputs().iter().filter_map(|&i| inputs[i].identity.clone()).collect();
+    let identities = unit.identities(inputs);
     let rule = match &unit.kind {
         UnitKind::Files { rule, .. } => rule.clone(),
         UnitKind::Archive { .. } => "archive: each member capture by itself, read as a stream".into(),
@@ -305,8 +305,7 @@ fn members(
         let reader = match CaptureReader::from_reader(&name, Box::new(member.reader), Some(member.size)) {
             Ok(r) => r,
             Err(e) => {
-                let n = member.name.to_lowercase();
-                if [".pcap", ".pcapng", ".cap"].iter().any(|x| n.contains(x)) {
+                if crate::discover::capture_name(Path::new(&member.name)) {
                     rec.errors.push((path.clone(), format!("{}: {e}", member.name)));
                 } else {
                     rec.skipped_members.push(member.name);
@@ -326,9 +325,4 @@ fn members(
         rec.captures.push(open.close(ctx)?);
     }
     Ok(())
-}
-
-/// Flushes a writer, naming the file on error.
-pub fn flush(w: &mut impl Write, path: &Path) -> anyhow::Result<()> {
-    w.flush().with_context(|| format!("writing {}", path.display()))
 }

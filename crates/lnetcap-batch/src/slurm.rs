@@ -42,6 +42,13 @@ fn words(w: &[String]) -> String {
     w.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
 }
 
+/// The end of both scripts: exit 1 (some inputs failed) is a success for Slurm, so the
+/// merge still runs and lists them; any other failure fails the job.
+const TOLERATE_FAILED_INPUTS: &str = "rc=$?\n\
+     # 1: some inputs failed; they are recorded in the manifest and the merge reports them.\n\
+     if [ \"$rc\" -eq 1 ]; then exit 0; fi\n\
+     exit \"$rc\"\n";
+
 fn header(job: &Job, name: &str, out: &str) -> String {
     let mut s = String::from("#!/bin/bash\n");
     s.push_str(&format!("#SBATCH --job-name={name}\n#SBATCH --chdir={}\n", quote(&job.workdir.display().to_string())));
@@ -59,16 +66,13 @@ pub fn array_script(job: &Job) -> String {
     s.push_str(&format!(
         "# Task K analyses shard K of {n} (a size-balanced share of the captures) into DIR/shards/K.\n\
          set -u\n\
-         {exe} batch {args} --out {dir}/shards/\"$SLURM_ARRAY_TASK_ID\" --shard \"$SLURM_ARRAY_TASK_ID\"/{n} --quiet\n\
-         rc=$?\n\
-         # 1: some inputs failed; they are recorded in the shard's manifest and the merge reports them.\n\
-         if [ \"$rc\" -eq 1 ]; then exit 0; fi\n\
-         exit \"$rc\"\n",
+         {exe} batch {args} --out {dir}/shards/\"$SLURM_ARRAY_TASK_ID\" --shard \"$SLURM_ARRAY_TASK_ID\"/{n} --quiet\n",
         n = job.shards,
         exe = quote(&job.exe.display().to_string()),
         args = words(&job.args),
         dir = quote(&job.dir.display().to_string()),
     ));
+    s.push_str(TOLERATE_FAILED_INPUTS);
     s
 }
 
@@ -80,15 +84,12 @@ pub fn merge_script(job: &Job) -> String {
     s.push_str(&format!(
         "# Runs after every array task succeeded: joins DIR/shards/* into DIR.\n\
          set -u\n\
-         {} batch --merge {} --out {} --quiet\n\
-         rc=$?\n\
-         # 1: some inputs failed; the merged manifest and index.html list them.\n\
-         if [ \"$rc\" -eq 1 ]; then exit 0; fi\n\
-         exit \"$rc\"\n",
+         {} batch --merge {} --out {} --quiet\n",
         quote(&job.exe.display().to_string()),
         words(&shards),
         quote(&job.dir.display().to_string())
     ));
+    s.push_str(TOLERATE_FAILED_INPUTS);
     s
 }
 
@@ -219,7 +220,9 @@ mod tests {
         assert!(a.contains("#SBATCH --array=0-3\n"), "{a}");
         assert!(a.contains("#SBATCH --partition=debug\n"));
         assert!(a.contains("--shard \"$SLURM_ARRAY_TASK_ID\"/4"));
+        assert!(a.ends_with(TOLERATE_FAILED_INPUTS));
         let m = merge_script(&job);
         assert!(m.contains("--merge /scratch/out/shards/0 /scratch/out/shards/1 /scratch/out/shards/2 /scratch/out/shards/3 --out /scratch/out"), "{m}");
+        assert!(m.ends_with(TOLERATE_FAILED_INPUTS));
     }
 }
