@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 use lnetcap_analysis::defaults::{parse_rate, INTERVAL_MS};
-use lnetcap_analysis::{Analysis, AnalysisConfig, Sink};
+use lnetcap_analysis::{Analysis, AnalysisConfig, Report, Sink};
 use lnetcap_lnet::message::Message;
 use lnetcap_lnet::pipeline::Pipeline;
 use lnetcap_lnet::record::MessageRecord;
@@ -26,6 +26,15 @@ pub(crate) struct AnalyzeArgs {
     /// Capture files (pcap or pcapng, optionally gzip or zstd compressed); `-` reads stdin.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+}
+
+/// What `analyze` and `live` write at the end of a run.
+#[derive(Args, Debug)]
+pub(crate) struct OutputArgs {
     /// Write the JSON report here (docs/analyze-json.md); `-` writes it to stdout instead
     /// of the terminal summary.
     #[arg(long, value_name = "FILE")]
@@ -34,8 +43,6 @@ pub(crate) struct AnalyzeArgs {
     /// summary.
     #[arg(long, value_name = "FILE")]
     pub rpcs: Option<PathBuf>,
-    #[command(flatten)]
-    pub analysis: AnalysisArgs,
     /// Write the tables (rpcs, messages, connections, peers, timeseries; docs/tables.md)
     /// and report.html (charts, advice) into this directory, created if missing.
     #[arg(long, value_name = "DIR")]
@@ -107,7 +114,7 @@ impl From<TableFormatArg> for TableFormat {
 }
 
 /// Where the analysis streams to: `--rpcs` lines, and the `rpcs` and `messages` tables.
-struct Outputs {
+pub(crate) struct Outputs {
     lines: Option<BufWriter<Box<dyn Write>>>,
     tables: Option<TableSet>,
     /// Several captures: each RPC line names its file.
@@ -151,23 +158,11 @@ fn create_output(p: &Path) -> Result<BufWriter<Box<dyn Write>>> {
 }
 
 pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
+    let o = &a.output;
+    let Some(mut sink) = Outputs::open(o, a.files.len() > 1)? else { return Ok(exit::USAGE) };
     let mut code = exit::OK;
-    let is_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
-    if is_stdout(&a.json) && is_stdout(&a.rpcs) {
-        eprintln!("lnetcap: --json - and --rpcs - cannot both write to stdout");
-        return Ok(exit::USAGE);
-    }
-    let lines = a.rpcs.as_deref().map(create_output).transpose()?;
-    let tables = match &a.out {
-        Some(dir) => {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            Some(TableSet::new(a.table_format.into(), open_tables_in(dir.clone()))?)
-        }
-        None => None,
-    };
-    let mut sink = Outputs { lines, tables, multi: a.files.len() > 1 };
     let mut analysis = Analysis::new(a.analysis.config());
-    let mut obs = Stderr::new(!a.quiet);
+    let mut obs = Stderr::new(!o.quiet);
     for path in &a.files {
         let Some(mut reader) = open(path) else {
             code = exit::INPUT;
@@ -179,48 +174,56 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
         }
     }
     let report = analysis.finish();
+    write_outputs(o, sink, &report, code)
+}
+
+fn is_stdout(p: &Option<PathBuf>) -> bool {
+    p.as_ref().is_some_and(|p| p.as_os_str() == "-")
+}
+
+impl Outputs {
+    /// The streaming outputs `o` asks for; `None` (after saying why) for a usage error.
+    pub(crate) fn open(o: &OutputArgs, multi: bool) -> Result<Option<Self>> {
+        if is_stdout(&o.json) && is_stdout(&o.rpcs) {
+            eprintln!("lnetcap: --json - and --rpcs - cannot both write to stdout");
+            return Ok(None);
+        }
+        let lines = o.rpcs.as_deref().map(create_output).transpose()?;
+        let tables = match &o.out {
+            Some(dir) => {
+                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+                Some(TableSet::new(o.table_format.into(), open_tables_in(dir.clone()))?)
+            }
+            None => None,
+        };
+        Ok(Some(Self { lines, tables, multi }))
+    }
+}
+
+/// Ends a run: the `--rpcs` lines, tables, report.html and PNGs, the JSON report, the
+/// terminal summary and the gates. Returns the exit code (`code` unless a gate fails).
+pub(crate) fn write_outputs(o: &OutputArgs, sink: Outputs, report: &Report, mut code: u8) -> Result<u8> {
     if let Some(mut w) = sink.lines {
         w.flush()?;
     }
-    let tables = sink.tables;
-    if let (Some(t), Some(dir)) = (tables, &a.out) {
-        for w in t.finish(&report)? {
-            if !a.quiet {
-                eprintln!("lnetcap: wrote {} ({} rows)", dir.join(&w.file_name).display(), w.rows);
-            }
-        }
-        let path = dir.join("report.html");
-        let mut w = create_output(&path)?;
-        write_html(&mut w, &report).with_context(|| format!("writing {}", path.display()))?;
-        w.flush().with_context(|| format!("writing {}", path.display()))?;
-        if !a.quiet {
-            eprintln!("lnetcap: wrote {}", path.display());
-        }
-        if a.png {
-            for c in charts(&report) {
-                let path = dir.join(format!("{}.png", c.id));
-                png(&report, &c, &path)?;
-                if !a.quiet {
-                    eprintln!("lnetcap: wrote {}", path.display());
-                }
-            }
-        }
+    if let (Some(t), Some(dir)) = (sink.tables, &o.out) {
+        write_dir(o, t, dir, report)?;
     }
-    if let Some(p) = &a.json {
+    if let Some(p) = &o.json {
         let mut w = create_output(p)?;
-        serde_json::to_writer_pretty(&mut w, &report)?;
+        serde_json::to_writer_pretty(&mut w, report)?;
         w.write_all(b"\n")?;
         w.flush()?;
     }
-    if !a.quiet && !is_stdout(&a.json) && !is_stdout(&a.rpcs) {
+    if !o.quiet && !is_stdout(&o.json) && !is_stdout(&o.rpcs) {
         let stdout = io::stdout();
         let mut out = BufWriter::new(stdout.lock());
-        write_summary(&mut out, &report)?;
+        write_summary(&mut out, report)?;
         out.flush()?;
     }
-    if !a.fail_if.is_empty() {
-        let json = serde_json::to_value(&report)?;
-        match check(&a.fail_if, &json) {
+    if !o.fail_if.is_empty() {
+        let json = serde_json::to_value(report)?;
+        match check(&o.fail_if, &json) {
             Err(e) => {
                 eprintln!("lnetcap: --fail-if: {e}");
                 return Ok(exit::USAGE);
@@ -234,6 +237,32 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
         }
     }
     Ok(code)
+}
+
+/// `--out DIR`: the tables, report.html and (`--png`) the charts.
+fn write_dir(o: &OutputArgs, t: TableSet, dir: &Path, report: &Report) -> Result<()> {
+    for w in t.finish(report)? {
+        if !o.quiet {
+            eprintln!("lnetcap: wrote {} ({} rows)", dir.join(&w.file_name).display(), w.rows);
+        }
+    }
+    let path = dir.join("report.html");
+    let mut w = create_output(&path)?;
+    write_html(&mut w, report).with_context(|| format!("writing {}", path.display()))?;
+    w.flush().with_context(|| format!("writing {}", path.display()))?;
+    if !o.quiet {
+        eprintln!("lnetcap: wrote {}", path.display());
+    }
+    if o.png {
+        for c in charts(report) {
+            let path = dir.join(format!("{}.png", c.id));
+            png(report, &c, &path)?;
+            if !o.quiet {
+                eprintln!("lnetcap: wrote {}", path.display());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Tables as files of `dir`, buffered.

@@ -12,6 +12,7 @@ mod decode;
 mod diff;
 mod gate;
 mod input;
+mod live;
 mod synth;
 
 /// Exit codes (also documented in README.md).
@@ -52,6 +53,9 @@ enum Cmd {
     /// Analyse archives of captures into one dataset (reports, Parquet tables,
     /// index.html): rotated sets grouped, on every core, resumable, sharded for Slurm.
     Batch(batch::BatchArgs),
+    /// Watch an interface (or replay a capture at its pace): a live view per peer pair,
+    /// Prometheus metrics, a rotated pcap ring, and at the end the report of `analyze`.
+    Live(live::LiveArgs),
     /// Decode every socklnd / LNet / PtlRPC message of one or more captures.
     Decode(decode::DecodeArgs),
     /// Compare two JSON reports (`analyze --json`): what changed per peer, and whether
@@ -76,6 +80,7 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Analyze(a) => analyze::run(&a),
         Cmd::Batch(a) => batch::run(&a),
+        Cmd::Live(a) => live::run(&a),
         Cmd::Decode(a) => decode::run(&a),
         Cmd::Diff(a) => diff::run(&a),
         Cmd::Gate(a) => gate::run(&a),

@@ -78,7 +78,7 @@ pub struct FileAnalysis {
 
 /// The RPC side of a source's analysis.
 #[derive(Debug)]
-struct Rpcs {
+pub(crate) struct Rpcs {
     tracker: Tracker,
     done: Vec<RpcRecord>,
     span: Option<[i64; 2]>,
@@ -158,6 +158,41 @@ impl FileAnalysis {
         Ok(complete)
     }
 
+    /// Reads a live `source` to its end (it ends on a signal, a key or a duration):
+    /// like [`FileAnalysis::read`], and every `every` of wall-clock time (on a packet
+    /// that finished messages, or on the source's tick) `look` is given a [`Snapshot`]
+    /// of the analysis so far.
+    pub fn read_live<S: PacketSource + ?Sized>(
+        &mut self,
+        source: &mut S,
+        sink: &mut dyn Sink,
+        obs: &mut dyn Observer,
+        cfg: &AnalysisConfig,
+        every: std::time::Duration,
+        look: &mut dyn FnMut(Snapshot<'_>),
+    ) -> anyhow::Result<bool> {
+        let Self { name, pipe, state, flushed } = self;
+        let mut due = std::time::Instant::now() + every;
+        let complete = drive_piece(
+            name,
+            source,
+            pipe,
+            obs,
+            |pipe, events| {
+                state.on_events(name, pipe, events, sink)?;
+                let now = std::time::Instant::now();
+                if now >= due {
+                    due = now + every;
+                    look(Snapshot { name, pipe, state, cfg });
+                }
+                Ok(())
+            },
+            true,
+        )?;
+        *flushed = true;
+        Ok(complete)
+    }
+
     /// Ends the source: flushes the RPCs still open to `sink` and adds its file, peers and
     /// connections to `report`.
     pub fn finish(
@@ -175,20 +210,69 @@ impl FileAnalysis {
         let st = &mut self.state;
         st.tracker.finish(&mut st.done);
         st.emit(&self.name, sink)?;
-        let summary = self.pipe.summary();
+        let snap = Snapshot { name: &self.name, pipe: &self.pipe, state: &self.state, cfg };
+        let peers = snap.add_to(report, complete);
+        Ok(FileOutcome { complete, peers })
+    }
+}
+
+/// The analysis of a source as it stands: what a live view shows between packets.
+#[derive(Clone, Copy)]
+pub struct Snapshot<'a> {
+    name: &'a str,
+    pipe: &'a Pipeline,
+    state: &'a Rpcs,
+    cfg: &'a AnalysisConfig,
+}
+
+impl Snapshot<'_> {
+    /// The report of the source as if it ended now (one file, `complete: false`; no
+    /// fits): a copy of the RPC tracker is finished, so RPCs waiting out the emit delay
+    /// and in-flight steps waiting out the reorder horizon count, and RPCs still open
+    /// count as unanswered. Costs a copy of the tracker's state.
+    pub fn report(&self) -> Report {
+        let mut report = Analysis::new(self.cfg.clone()).report;
+        let mut tracker = self.state.tracker.clone();
+        tracker.finish(&mut Vec::new());
+        let state = Rpcs { tracker, done: Vec::new(), span: self.state.span };
+        Snapshot { state: &state, ..*self }.add_to(&mut report, false);
+        report
+    }
+
+    /// The pipeline (accounting, connections, TCP behaviour so far).
+    pub fn pipeline(&self) -> &Pipeline {
+        self.pipe
+    }
+
+    /// Capture time of the last packet seen, ns.
+    pub fn last_ns(&self) -> Option<i64> {
+        self.state.span.map(|s| s[1])
+    }
+
+    /// Adds the source's file, peers and connections to `report`; returns the peers added.
+    fn add_to(&self, report: &mut Report, complete: bool) -> usize {
+        let (st, pipe, name, cfg) = (self.state, self.pipe, self.name, self.cfg);
+        let summary = pipe.summary();
         report.files.push(FileReport {
-            file: self.name.clone(),
+            file: name.to_string(),
             complete,
             frames: summary.frames.clone(),
             span_ns: st.span,
             unmatched_messages: st.tracker.unmatched.clone(),
+            live: None,
         });
         let reports = st.tracker.reports();
-        report.connections.extend(connection_entries(&self.pipe, &summary, &reports, &self.name, cfg.interval_ns));
+        report.connections.extend(connection_entries(pipe, &summary, &reports, name, cfg.interval_ns));
         for peer in &reports {
-            report.peers.push(peer_entry(&self.pipe, peer.clone(), &reports, cfg, &self.name));
+            report.peers.push(peer_entry(pipe, peer.clone(), &reports, cfg, name));
         }
-        Ok(FileOutcome { complete, peers: reports.len() })
+        reports.len()
+    }
+}
+
+impl std::fmt::Debug for Snapshot<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot").field("name", &self.name).finish_non_exhaustive()
     }
 }
 

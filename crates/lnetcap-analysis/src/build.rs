@@ -319,6 +319,10 @@ pub fn peer_entry(
         link: None,
         link_unused: None,
     };
+    if lnetcap_model::server_time_refuted(&inp) {
+        // Not a bound here, nor in any interval.
+        inp.server_s = None;
+    }
     let full = steady_state
         && lnetcap_model::path_full(&inp, queued_share, !loss, bulk_busy(&conns, &bulk, &peer))
         && best > 0.0

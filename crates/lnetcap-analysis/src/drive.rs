@@ -4,7 +4,7 @@ use lnetcap_capture::CaptureError;
 use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
 use lnetcap_lnet::LnetEvent;
 
-use crate::source::PacketSource;
+use crate::source::{Next, PacketSource};
 
 /// Packets between two progress reports.
 pub const PROGRESS_EVERY_PACKETS: u64 = 4096;
@@ -83,6 +83,7 @@ pub fn drive<S: PacketSource + ?Sized>(
 
 /// [`drive`] over one piece of a capture cut in pieces (a rotated ring): the pipeline is
 /// flushed only after the `last` piece, so connections and RPCs run across the cuts.
+/// `on_events` is also called, with no events, when a live source ticks.
 pub fn drive_piece<S: PacketSource + ?Sized>(
     name: &str,
     source: &mut S,
@@ -100,13 +101,18 @@ pub fn drive_piece<S: PacketSource + ?Sized>(
             let (done, total) = source.progress();
             obs.progress(name, done, total);
         }
-        match source.next_packet() {
-            Ok(Some(pkt)) => {
+        match source.poll() {
+            Ok(Next::Packet(pkt)) => {
                 if let Some(why) = pipe.push(&pkt, &mut events) {
                     obs.notice(name, Notice::Warning(format!("frame {}: not decodable: {why}", pkt.frame)));
                 }
             }
-            Ok(None) => break,
+            Ok(Next::Tick) => {
+                warnings(name, source, pipe, obs);
+                on_events(pipe, &mut events)?;
+                continue;
+            }
+            Ok(Next::End) => break,
             Err(e) => {
                 obs.notice(name, Notice::ReadError(&e));
                 complete = false;

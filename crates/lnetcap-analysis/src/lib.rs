@@ -24,10 +24,10 @@ pub mod fields;
 pub mod report;
 pub mod source;
 
-pub use analysis::{Analysis, AnalysisConfig, FileAnalysis, FileOutcome, NoSink, Sink};
+pub use analysis::{Analysis, AnalysisConfig, FileAnalysis, FileOutcome, NoSink, Sink, Snapshot};
 pub use drive::{decode_source, drive_piece, Decoded, Notice, Observer, Quiet};
 pub use report::{
     BindingLimit, ConnectionEntry, DirectionEntry, DirectionInterval, DirectionTcp, FileReport, FitPoint, Fits,
-    IntervalModel, ModelReport, PeerEntry, Report, REPORT_SCHEMA_VERSION,
+    IntervalModel, LiveCapture, ModelReport, PeerEntry, Report, REPORT_SCHEMA_VERSION,
 };
-pub use source::PacketSource;
+pub use source::{Next, PacketSource};

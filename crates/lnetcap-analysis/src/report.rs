@@ -77,6 +77,32 @@ pub struct FileReport {
     pub span_ns: Option<[i64; 2]>,
     /// LNet messages that belong to no RPC, by reason.
     pub unmatched_messages: BTreeMap<&'static str, u64>,
+    /// A live capture (`lnetcap live`): the interface, how it was read and what the
+    /// kernel dropped. Absent for capture files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveCapture>,
+}
+
+/// How a live capture was taken, and what it missed.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LiveCapture {
+    /// The interface (or, for `--replay`, the file replayed).
+    pub interface: String,
+    /// The BPF filter.
+    pub filter: String,
+    /// Bytes kept per packet.
+    pub snaplen: u32,
+    /// Packets the kernel passed to lnetcap (libpcap's `ps_recv`).
+    pub received: u64,
+    /// Packets dropped because lnetcap's buffer was full (`ps_drop`): the analysis did
+    /// not see them, and says so.
+    pub dropped: u64,
+    /// Packets the interface or driver dropped (`ps_ifdrop`).
+    pub dropped_interface: u64,
+    /// Wall-clock seconds the capture ran.
+    pub duration_s: f64,
+    /// What ended it: `duration`, `signal`, `key`, or `error`.
+    pub stopped_by: String,
 }
 
 /// A peer pair in the report.

@@ -2,12 +2,34 @@
 
 use lnetcap_capture::{CaptureError, CaptureReader, Packet};
 
+/// What a source gives next.
+#[derive(Debug)]
+pub enum Next<'a> {
+    /// A packet.
+    Packet(Packet<'a>),
+    /// A live source had no packet within its poll time (or a look at the analysis is
+    /// due): the loop lets its consumer look at the analysis, then asks again.
+    Tick,
+    /// The end of the source.
+    End,
+}
+
 /// A source of packets in capture order: a capture file or stream ([`CaptureReader`]),
 /// or a live interface. A packet borrows the source until the next call.
 pub trait PacketSource {
     /// The next packet; `Ok(None)` at the end. An error ends the source (what came before
     /// it stands).
     fn next_packet(&mut self) -> Result<Option<Packet<'_>>, CaptureError>;
+
+    /// The next packet, a tick, or the end: what the packet loop asks. Files never tick;
+    /// live sources override this.
+    #[inline]
+    fn poll(&mut self) -> Result<Next<'_>, CaptureError> {
+        Ok(match self.next_packet()? {
+            Some(p) => Next::Packet(p),
+            None => Next::End,
+        })
+    }
 
     /// Problems with single records since the last call (the source went on past them).
     fn drain_warnings(&mut self) -> Vec<CaptureError> {

@@ -306,6 +306,17 @@ pub fn shares_lost(reference: f64, bounds: &[Bound], observed: f64) -> Vec<Share
     v
 }
 
+/// Whether the observed rate refutes the server time of `inp`: its bound lies below what
+/// the pair carried (beyond [`rules::RATE_SLACK`]), so the time was over-estimated. It
+/// rests on the smallest bulk-end → reply gap, one sample that a single late timestamp
+/// can shorten below the bulk's ACK loop (then the wait for that ACK counts as the
+/// server's).
+pub fn server_time_refuted(inp: &ModelInput) -> bool {
+    inp.server_s.is_some_and(|t| {
+        t > 0.0 && !rules::within_rate(inp.observed, server_bound(inp.rif, inp.bs_bytes, inp.rpc_rtt_s(), t))
+    })
+}
+
 /// The RPC window with the server's time per RPC: RIF × BS / (2 × RTT + server time).
 pub fn server_bound(rif: f64, bs_bytes: f64, rtt_s: f64, server_s: f64) -> f64 {
     let d = 2.0 * rtt_s + server_s;
@@ -710,6 +721,27 @@ mod tests {
         let out = evaluate(&inp);
         assert_eq!(out.binding_limit, Limit::RpcWindow);
         assert!(out.efficiency > 0.9);
+    }
+
+    #[test]
+    fn a_server_time_the_observed_rate_exceeds_is_refuted() {
+        // lst_read_rtt10_c6_pc8 replayed live: one late timestamp made the smallest
+        // bulk-end → reply gap 9.5 ms (below 0.8 × the 12.1 ms ACK loop), so 8.6 ms of
+        // "server time" would bound the pair at 216 MB/s under an observed 267 MB/s.
+        let inp = ModelInput {
+            observed: 267.15e6,
+            rtt_s: 0.01017,
+            bs_bytes: MIB,
+            rif: 5.95,
+            server_s: Some(0.008594),
+            ..Default::default()
+        };
+        let b = server_bound(inp.rif, inp.bs_bytes, inp.rpc_rtt_s(), 0.008594);
+        assert!((b / 1e6 - 215.8).abs() < 2.0, "{b}");
+        assert!(server_time_refuted(&inp));
+        // Observed at or below the bound (within the slack): the time stands.
+        assert!(!server_time_refuted(&ModelInput { observed: 220e6, ..inp.clone() }));
+        assert!(!server_time_refuted(&ModelInput { server_s: None, ..inp }));
     }
 
     #[test]

@@ -212,6 +212,26 @@ fn print_files(out: &mut impl Write, r: &Report) -> Result<()> {
             "{}: {} frames ({} LNet data, {} TCP control, {} other, {} undecodable), LNet traffic over {:.3} s",
             f.file, f.frames.frames, f.frames.lnet_data, f.frames.tcp_control, f.frames.other_traffic, und, dur
         )?;
+        if let Some(l) = &f.live {
+            let drops = l.dropped + l.dropped_interface;
+            writeln!(
+                out,
+                "  live capture: filter '{}', snaplen {}, {:.1} s, stopped by {}; {} packets received, {}",
+                l.filter,
+                l.snaplen,
+                l.duration_s,
+                l.stopped_by,
+                l.received,
+                if drops == 0 {
+                    "none dropped".to_string()
+                } else {
+                    format!(
+                        "{drops} DROPPED ({} buffer full, {} by the interface): not analysed",
+                        l.dropped, l.dropped_interface
+                    )
+                }
+            )?;
+        }
         if !f.unmatched_messages.is_empty() {
             let u: Vec<String> = f.unmatched_messages.iter().map(|(k, v)| format!("{k} {v}")).collect();
             writeln!(out, "  messages outside any RPC: {}", u.join(", "))?;

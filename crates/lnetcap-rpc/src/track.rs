@@ -56,6 +56,7 @@ use crate::report::RpcKind as Kind;
 /// Key of an RPC: (client NID, server NID, XID / rpyid / match bits).
 type Key = (Nid, Nid, u64);
 
+#[derive(Clone)]
 struct Open {
     rec: RpcRecord,
     kind: Kind,
@@ -81,7 +82,7 @@ struct Open {
     settled_at: Option<i64>,
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct ConnTrack {
     tcp: String,
     active_is_client: Option<bool>,
@@ -92,6 +93,7 @@ struct ConnTrack {
     noop: [u64; 2],
 }
 
+#[derive(Clone)]
 struct PeerState {
     client: Nid,
     server: Nid,
@@ -276,6 +278,7 @@ impl PeerState {
 
 /// A bulk message that arrived before its request was known (the request was inferred
 /// later, in a run of lost bytes).
+#[derive(Clone)]
 struct Orphan {
     client: Nid,
     server: Nid,
@@ -285,6 +288,7 @@ struct Orphan {
     what: Parked,
 }
 
+#[derive(Clone)]
 enum Parked {
     /// Bulk data (PUT of a read).
     Data { len: u32, ack_wmd: Wmd, sender: Nid },
@@ -314,7 +318,7 @@ fn resolve(slots: &[Option<Open>], h: Handle) -> Option<usize> {
 
 /// Inferred REPLYs of one connection direction and the order of the GET the last decoded
 /// REPLY answered.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct ReplyRun {
     /// (client, server): the REPLYs' sender and receiver.
     nids: Option<(Nid, Nid)>,
@@ -333,7 +337,9 @@ const MAX_INFERRED_PENDING: usize = 4096;
 /// delay from the capture point, capture time of the message).
 type ZcPending = ((Nid, Nid), usize, i64, i64);
 
-/// Rebuilds RPCs and in-flight series from decoded messages.
+/// Rebuilds RPCs and in-flight series from decoded messages. Clone: a live view finishes
+/// a copy to report the capture as if it ended now.
+#[derive(Clone)]
 pub struct Tracker {
     cfg: RpcConfig,
     next_id: u64,

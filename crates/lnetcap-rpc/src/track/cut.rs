@@ -59,7 +59,7 @@ pub(super) struct CutOpen {
 }
 
 /// Per pair: RPCs from cut headers in request order.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct CutPair {
     open: VecDeque<CutOpen>,
     seq: u64,
