@@ -1,13 +1,14 @@
 //! `lnetcap analyze`.
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
 use lnetcap_analysis::defaults::{parse_rate, INTERVAL_MS};
-use lnetcap_analysis::{Analysis, AnalysisConfig, Report, Sink};
+use lnetcap_analysis::{Analysis, AnalysisConfig, ReadPoint, Report, Sink};
+use lnetcap_live::source::Until;
+use lnetcap_live::Stop;
 use lnetcap_lnet::message::Message;
 use lnetcap_lnet::pipeline::Pipeline;
 use lnetcap_lnet::record::MessageRecord;
@@ -20,6 +21,7 @@ use lnetcap_rpc::RpcRecord;
 
 use crate::exit;
 use crate::input::{open, Stderr};
+use crate::output::Staged;
 
 #[derive(Args, Debug)]
 pub(crate) struct AnalyzeArgs {
@@ -115,8 +117,10 @@ impl From<TableFormatArg> for TableFormat {
 
 /// Where the analysis streams to: `--rpcs` lines, and the `rpcs` and `messages` tables.
 pub(crate) struct Outputs {
-    lines: Option<BufWriter<Box<dyn Write>>>,
+    lines: Option<Box<dyn Write>>,
     tables: Option<TableSet>,
+    /// Every output file, renamed into place when the run's outputs are complete.
+    staged: Staged,
     /// Several captures: each RPC line names its file.
     multi: bool,
 }
@@ -147,34 +151,60 @@ impl Sink for Outputs {
     }
 }
 
-/// An output file, or stdout for `-`.
-fn create_output(p: &Path) -> Result<BufWriter<Box<dyn Write>>> {
-    let w: Box<dyn Write> = if p.as_os_str() == "-" {
-        Box::new(io::stdout())
+/// An output file (staged: renamed into place at the end), or stdout for `-`.
+fn create_output(p: &Path, staged: &Staged) -> Result<Box<dyn Write>> {
+    Ok(if p.as_os_str() == "-" {
+        Box::new(BufWriter::with_capacity(1 << 16, io::stdout()))
     } else {
-        Box::new(File::create(p).with_context(|| format!("creating {}", p.display()))?)
-    };
-    Ok(BufWriter::with_capacity(1 << 16, w))
+        Box::new(staged.create(p).with_context(|| format!("creating {}", p.display()))?)
+    })
 }
 
 pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
     let o = &a.output;
+    let stop = Stop::with_signals().context("installing the SIGINT/SIGTERM handlers")?;
     let Some(mut sink) = Outputs::open(o, a.files.len() > 1)? else { return Ok(exit::USAGE) };
     let mut code = exit::OK;
     let mut analysis = Analysis::new(a.analysis.config());
     let mut obs = Stderr::new(!o.quiet);
+    let mut stopped = Vec::new();
     for path in &a.files {
-        let Some(mut reader) = open(path) else {
+        if stop.is_set() {
+            break;
+        }
+        let Some(reader) = open(path) else {
             code = exit::INPUT;
             continue;
         };
-        let done = analysis.add(&path.display().to_string(), &mut reader, &mut sink, &mut obs)?;
-        if !done.complete {
+        let name = path.display().to_string();
+        let mut src = Until::new(reader, stop.clone());
+        let done = analysis.add(&name, &mut src, &mut sink, &mut obs)?;
+        if let Some(at) = src.stopped_at() {
+            stopped.push((name, at));
+        } else if !done.complete {
             code = exit::INPUT;
         }
     }
-    let report = analysis.finish();
+    let mut report = analysis.finish();
+    if stop.is_set() {
+        mark_interrupted(&mut report, &stopped);
+        if !o.quiet {
+            eprintln!("lnetcap: interrupted: writing the report of what was read (a second signal exits at once)");
+        }
+        code = exit::INTERRUPTED;
+    }
     write_outputs(o, sink, &report, code)
+}
+
+/// The report of a run stopped by a signal: marked, with where each file stopped.
+fn mark_interrupted(report: &mut Report, stopped: &[(String, ReadPoint)]) {
+    report.interrupted = true;
+    for f in &mut report.files {
+        if let Some((_, at)) = stopped.iter().find(|(n, _)| *n == f.file) {
+            f.interrupted_at = Some(*at);
+            f.complete = false;
+        }
+    }
 }
 
 fn is_stdout(p: &Option<PathBuf>) -> bool {
@@ -188,32 +218,42 @@ impl Outputs {
             eprintln!("lnetcap: --json - and --rpcs - cannot both write to stdout");
             return Ok(None);
         }
-        let lines = o.rpcs.as_deref().map(create_output).transpose()?;
+        let staged = Staged::default();
+        let lines = o.rpcs.as_deref().map(|p| create_output(p, &staged)).transpose()?;
         let tables = match &o.out {
             Some(dir) => {
                 std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-                Some(TableSet::new(o.table_format.into(), open_tables_in(dir.clone()))?)
+                Some(TableSet::new(o.table_format.into(), open_tables_in(dir.clone(), staged.clone()))?)
             }
             None => None,
         };
-        Ok(Some(Self { lines, tables, multi }))
+        Ok(Some(Self { lines, tables, staged, multi }))
     }
 }
 
 /// Ends a run: the `--rpcs` lines, tables, report.html and PNGs, the JSON report, the
 /// terminal summary and the gates. Returns the exit code (`code` unless a gate fails).
 pub(crate) fn write_outputs(o: &OutputArgs, sink: Outputs, report: &Report, mut code: u8) -> Result<u8> {
-    if let Some(mut w) = sink.lines {
+    let Outputs { lines, tables, staged, .. } = sink;
+    if let Some(mut w) = lines {
         w.flush()?;
     }
-    if let (Some(t), Some(dir)) = (sink.tables, &o.out) {
-        write_dir(o, t, dir, report)?;
+    let mut wrote = Vec::new();
+    if let (Some(t), Some(dir)) = (tables, &o.out) {
+        wrote = write_dir(o, t, dir, report, &staged)?;
     }
     if let Some(p) = &o.json {
-        let mut w = create_output(p)?;
+        let mut w = create_output(p, &staged)?;
         serde_json::to_writer_pretty(&mut w, report)?;
         w.write_all(b"\n")?;
         w.flush()?;
+    }
+    // Every file whole, or none: the outputs are renamed into place together.
+    staged.commit()?;
+    if !o.quiet {
+        for w in wrote {
+            eprintln!("lnetcap: wrote {w}");
+        }
     }
     if !o.quiet && !is_stdout(&o.json) && !is_stdout(&o.rpcs) {
         let stdout = io::stdout();
@@ -239,37 +279,33 @@ pub(crate) fn write_outputs(o: &OutputArgs, sink: Outputs, report: &Report, mut 
     Ok(code)
 }
 
-/// `--out DIR`: the tables, report.html and (`--png`) the charts.
-fn write_dir(o: &OutputArgs, t: TableSet, dir: &Path, report: &Report) -> Result<()> {
+/// `--out DIR`: the tables, report.html and (`--png`) the charts, staged; returns what
+/// to list as written.
+fn write_dir(o: &OutputArgs, t: TableSet, dir: &Path, report: &Report, staged: &Staged) -> Result<Vec<String>> {
+    let mut wrote = Vec::new();
     for w in t.finish(report)? {
-        if !o.quiet {
-            eprintln!("lnetcap: wrote {} ({} rows)", dir.join(&w.file_name).display(), w.rows);
-        }
+        wrote.push(format!("{} ({} rows)", dir.join(&w.file_name).display(), w.rows));
     }
     let path = dir.join("report.html");
-    let mut w = create_output(&path)?;
+    let mut w = create_output(&path, staged)?;
     write_html(&mut w, report).with_context(|| format!("writing {}", path.display()))?;
     w.flush().with_context(|| format!("writing {}", path.display()))?;
-    if !o.quiet {
-        eprintln!("lnetcap: wrote {}", path.display());
-    }
+    wrote.push(path.display().to_string());
     if o.png {
         for c in charts(report) {
             let path = dir.join(format!("{}.png", c.id));
-            png(report, &c, &path)?;
-            if !o.quiet {
-                eprintln!("lnetcap: wrote {}", path.display());
-            }
+            png(report, &c, &staged.path_for(&path, ".png")?)?;
+            wrote.push(path.display().to_string());
         }
     }
-    Ok(())
+    Ok(wrote)
 }
 
-/// Tables as files of `dir`, buffered.
-fn open_tables_in(dir: PathBuf) -> OpenTable {
+/// Tables as staged files of `dir`.
+fn open_tables_in(dir: PathBuf, staged: Staged) -> OpenTable {
     Box::new(move |name: &str| {
         let path = dir.join(name);
-        let f = File::create(&path).map_err(|e| TableError(format!("creating {}: {e}", path.display())))?;
-        Ok(Box::new(BufWriter::with_capacity(1 << 16, f)) as TableOut)
+        let w = staged.create(&path).map_err(|e| TableError(format!("creating {}: {e}", path.display())))?;
+        Ok(Box::new(w) as TableOut)
     })
 }

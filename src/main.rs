@@ -13,6 +13,7 @@ mod diff;
 mod gate;
 mod input;
 mod live;
+mod output;
 mod synth;
 
 /// Exit codes (also documented in README.md).
@@ -33,12 +34,16 @@ pub(crate) mod exit {
     /// directory to merge is missing, or on Slurm a shard failed and the merge did not
     /// run.
     pub const RUN: u8 = 4;
+    /// `analyze`: stopped by SIGINT or SIGTERM; the outputs were written for what was
+    /// read and say so (`"interrupted": true`, each file's `interrupted_at`). A second
+    /// signal exits at once with 128 + its number (130 for SIGINT), writing nothing.
+    pub const INTERRUPTED: u8 = 5;
 }
 
 #[derive(Parser, Debug)]
 #[command(name = "lnetcap", version, about = "Lustre LNet (socklnd) capture analyzer: decode socklnd/LNet/PtlRPC from tcpdump captures", long_about = None)]
 #[command(
-    after_help = "Exit codes: 0 success; 1 an input could not be opened or read to its end (what was read is still reported); 2 usage error; 3 a gate failed (--fail-if held, or diff found a regression); 4 batch: the run itself failed (an output not writable, a shard failed on Slurm)."
+    after_help = "Exit codes: 0 success; 1 an input could not be opened or read to its end (what was read is still reported); 2 usage error; 3 a gate failed (--fail-if held, or diff found a regression); 4 batch: the run itself failed (an output not writable, a shard failed on Slurm); 5 analyze was interrupted by a signal (the report covers what was read)."
 )]
 struct Cli {
     #[command(subcommand)]

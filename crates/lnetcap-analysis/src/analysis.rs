@@ -260,6 +260,7 @@ impl Snapshot<'_> {
             span_ns: st.span,
             unmatched_messages: st.tracker.unmatched.clone(),
             live: None,
+            interrupted_at: None,
         });
         let reports = st.tracker.reports();
         report.connections.extend(connection_entries(pipe, &summary, &reports, name, cfg.interval_ns));
@@ -342,6 +343,7 @@ impl Analysis {
         let report = Report {
             schema_version: REPORT_SCHEMA_VERSION,
             tool: format!("lnetcap {}", env!("CARGO_PKG_VERSION")),
+            interrupted: false,
             interval_ns: cfg.interval_ns,
             files: Vec::new(),
             peers: Vec::new(),

@@ -81,6 +81,19 @@ pub struct FileReport {
     /// kernel dropped. Absent for capture files.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveCapture>,
+    /// A run stopped by a signal (`"interrupted": true` on the report): the last frame
+    /// analysed and its offset. Absent when the file was read to its end or failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_at: Option<ReadPoint>,
+}
+
+/// Where reading stopped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ReadPoint {
+    /// The last frame analysed (1-based; 0: none).
+    pub frame: u64,
+    /// Its byte offset in the (decompressed) capture stream.
+    pub offset: u64,
 }
 
 /// How a live capture was taken, and what it missed.
@@ -210,6 +223,10 @@ pub struct ModelReport {
 pub struct Report {
     pub schema_version: u32,
     pub tool: String,
+    /// The run was stopped by a signal: the report covers what was read (see each file's
+    /// `interrupted_at`). Absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
     /// The time-series interval (`--interval-ms`), ns.
     pub interval_ns: i64,
     pub files: Vec<FileReport>,

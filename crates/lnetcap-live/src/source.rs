@@ -223,3 +223,63 @@ impl<S: PacketSource> PacketSource for Tee<S> {
         self.inner.has_warnings()
     }
 }
+
+/// A source that ends when the stop flag is set (a signal during `analyze`), remembering
+/// the last packet it gave: the report says where reading stopped.
+#[derive(Debug)]
+pub struct Until<S> {
+    inner: S,
+    stop: Stop,
+    last: lnetcap_analysis::ReadPoint,
+    stopped: bool,
+}
+
+impl<S> Until<S> {
+    /// `inner` until `stop`.
+    pub fn new(inner: S, stop: Stop) -> Self {
+        Self { inner, stop, last: lnetcap_analysis::ReadPoint::default(), stopped: false }
+    }
+
+    /// Where reading stopped, when the flag stopped it.
+    pub fn stopped_at(&self) -> Option<lnetcap_analysis::ReadPoint> {
+        self.stopped.then_some(self.last)
+    }
+}
+
+impl<S: PacketSource> PacketSource for Until<S> {
+    fn next_packet(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
+        if self.stop.is_set() {
+            self.stopped = true;
+            return Ok(None);
+        }
+        let p = self.inner.next_packet()?;
+        if let Some(p) = &p {
+            self.last = lnetcap_analysis::ReadPoint { frame: p.frame, offset: p.offset };
+        }
+        Ok(p)
+    }
+
+    fn poll(&mut self) -> Result<Next<'_>, CaptureError> {
+        if self.stop.is_set() {
+            self.stopped = true;
+            return Ok(Next::End);
+        }
+        let n = self.inner.poll()?;
+        if let Next::Packet(p) = &n {
+            self.last = lnetcap_analysis::ReadPoint { frame: p.frame, offset: p.offset };
+        }
+        Ok(n)
+    }
+
+    fn drain_warnings(&mut self) -> Vec<CaptureError> {
+        self.inner.drain_warnings()
+    }
+
+    fn has_warnings(&self) -> bool {
+        self.inner.has_warnings()
+    }
+
+    fn progress(&self) -> (u64, Option<u64>) {
+        self.inner.progress()
+    }
+}

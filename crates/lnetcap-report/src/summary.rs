@@ -212,6 +212,13 @@ fn print_files(out: &mut impl Write, r: &Report) -> Result<()> {
             "{}: {} frames ({} LNet data, {} TCP control, {} other, {} undecodable), LNet traffic over {:.3} s",
             f.file, f.frames.frames, f.frames.lnet_data, f.frames.tcp_control, f.frames.other_traffic, und, dur
         )?;
+        if let Some(at) = &f.interrupted_at {
+            writeln!(
+                out,
+                "  INTERRUPTED by a signal after frame {} (offset {}): the report covers the packets read up to there",
+                at.frame, at.offset
+            )?;
+        }
         if let Some(l) = &f.live {
             let drops = l.dropped + l.dropped_interface;
             writeln!(
