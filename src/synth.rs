@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use lnetcap_synth::attack::{write_attack, ATTACKS};
 use lnetcap_synth::{generate, scenario, SCENARIOS};
 
 use crate::exit;
@@ -52,6 +53,9 @@ pub(crate) struct SynthArgs {
     /// LNet peer credits.
     #[arg(long)]
     pub peer_credits: Option<i32>,
+    /// Size of an adversarial scenario (connections, requests, probes: see the list).
+    #[arg(long)]
+    pub count: Option<u64>,
     /// The server's time per RPC in ms, from the request's arrival to its bulk (or reply);
     /// any number of RPCs at once.
     #[arg(long)]
@@ -63,17 +67,54 @@ fn scenario_help() -> String {
     for sc in SCENARIOS {
         s.push_str(&format!("  {:<15} {}\n", sc.name, sc.about));
     }
+    s.push_str("\nAdversarial scenarios (written as they are made; --count sets n, the truth file is one JSON object of counts):\n");
+    for a in ATTACKS {
+        s.push_str(&format!("  {:<15} {} (default n = {})\n", a.name, a.about, a.default_count));
+    }
     s
 }
 
+fn truth_path(a: &SynthArgs) -> PathBuf {
+    a.truth.clone().unwrap_or_else(|| {
+        let mut p = a.output.clone().into_os_string();
+        p.push(".truth.jsonl");
+        PathBuf::from(p)
+    })
+}
+
+/// An adversarial scenario, streamed to the output.
+fn run_attack(a: &SynthArgs) -> Option<Result<u8>> {
+    let attack = ATTACKS.iter().find(|x| x.name == a.scenario)?;
+    let n = a.count.unwrap_or(attack.default_count);
+    let res = (|| -> Result<u8> {
+        let f = File::create(&a.output).with_context(|| format!("writing {}", a.output.display()))?;
+        let truth = write_attack(attack.name, n, BufWriter::with_capacity(1 << 20, f))
+            .context("unknown adversarial scenario")?
+            .with_context(|| format!("writing {}", a.output.display()))?;
+        let tp = truth_path(a);
+        let mut line = serde_json::to_string(&truth)?;
+        line.push('\n');
+        std::fs::write(&tp, line).with_context(|| format!("writing {}", tp.display()))?;
+        eprintln!("lnetcap: wrote {} ({} packets) and {}", a.output.display(), truth.packets, tp.display());
+        Ok(exit::OK)
+    })();
+    Some(res)
+}
+
 pub(crate) fn run(a: &SynthArgs) -> Result<u8> {
+    if let Some(r) = run_attack(a) {
+        return r;
+    }
     let Some(mut cfg) = scenario(&a.scenario) else {
         bail!(
             "unknown scenario {:?}; known: {}",
             a.scenario,
-            SCENARIOS.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+            SCENARIOS.iter().map(|s| s.name).chain(ATTACKS.iter().map(|x| x.name)).collect::<Vec<_>>().join(", ")
         );
     };
+    if a.count.is_some() {
+        bail!("--count is for the adversarial scenarios; {:?} is sized by --rpcs", a.scenario);
+    }
     if let Some(v) = a.rtt_ms {
         cfg.rtt_ns = (v * 1e6) as i64;
     }
@@ -115,11 +156,7 @@ pub(crate) fn run(a: &SynthArgs) -> Result<u8> {
         );
     }
     std::fs::write(&a.output, &out.capture).with_context(|| format!("writing {}", a.output.display()))?;
-    let truth = a.truth.clone().unwrap_or_else(|| {
-        let mut p = a.output.clone().into_os_string();
-        p.push(".truth.jsonl");
-        PathBuf::from(p)
-    });
+    let truth = truth_path(a);
     let mut w = BufWriter::new(File::create(&truth).with_context(|| format!("writing {}", truth.display()))?);
     for rec in &out.truth {
         serde_json::to_writer(&mut w, rec)?;

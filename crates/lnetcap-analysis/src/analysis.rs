@@ -261,14 +261,73 @@ impl Snapshot<'_> {
             unmatched_messages: st.tracker.unmatched.clone(),
             live: None,
             interrupted_at: None,
+            limits: limit_hits(&summary, &st.tracker),
         });
         let reports = st.tracker.reports();
         report.connections.extend(connection_entries(pipe, &summary, &reports, name, cfg.interval_ns));
+        // Peers per server, counted once (a scan per peer is quadratic in peers).
+        let mut per_server: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+        for p in &reports {
+            *per_server.entry(p.server_nid.as_str()).or_default() += 1;
+        }
         for peer in &reports {
-            report.peers.push(peer_entry(pipe, peer.clone(), &reports, cfg, name));
+            let n = per_server.get(peer.server_nid.as_str()).copied().unwrap_or(1);
+            report.peers.push(peer_entry(pipe, peer.clone(), n, cfg, name));
         }
         reports.len()
     }
+}
+
+/// The named limits a source reached: from the flow table's retirements, the summary's
+/// folding and the RPC tracker's indexes.
+fn limit_hits(summary: &lnetcap_lnet::DecodeSummary, tracker: &Tracker) -> Vec<crate::report::LimitHit> {
+    use crate::report::LimitHit;
+    let unmatched = |k: &str| tracker.unmatched.get(k).copied().unwrap_or(0);
+    let hits = [
+        LimitHit {
+            limit: "MAX_OPEN_CONNECTIONS",
+            value: lnetcap_tcp::limits::MAX_OPEN_CONNECTIONS as u64,
+            count: summary.retired,
+            effect: "connections retired while idle: streams flushed as at the end (a message in progress ends partial); a later packet opens a new connection",
+        },
+        LimitHit {
+            limit: "MAX_LISTED_SETUP_ONLY",
+            value: lnetcap_lnet::limits::MAX_LISTED_SETUP_ONLY as u64,
+            count: summary.folded.connections,
+            effect: "connections that only set up (handshake, connreq, HELLO) counted in frames but not listed under connections",
+        },
+        LimitHit {
+            limit: "MAX_OPEN_RPCS",
+            value: lnetcap_rpc::limits::MAX_OPEN_RPCS as u64,
+            count: tracker.evicted(),
+            effect: "open RPCs reported as partial (missing: evicted) to make room; a reply after that is unmatched",
+        },
+        LimitHit {
+            limit: "MAX_PEERS",
+            value: lnetcap_rpc::limits::MAX_PEERS as u64,
+            count: tracker.overflow_uses(),
+            effect: "messages and RPCs of peer pairs beyond the limit: in the totals, not reported per pair",
+        },
+        LimitHit {
+            limit: "MAX_GET_HANDLES",
+            value: lnetcap_rpc::limits::MAX_GET_HANDLES as u64,
+            count: unmatched("get_index_full"),
+            effect: "GETs not indexed: their REPLYs count as unmatched",
+        },
+        LimitHit {
+            limit: "MAX_ACK_HANDLES",
+            value: lnetcap_rpc::limits::MAX_ACK_HANDLES as u64,
+            count: unmatched("ack_index_full"),
+            effect: "PUTs whose ACK handle was not indexed: their ACKs count as unmatched",
+        },
+        LimitHit {
+            limit: "MAX_ZC_PENDING",
+            value: lnetcap_rpc::limits::MAX_ZC_PENDING as u64,
+            count: unmatched("zc_index_full"),
+            effect: "zero-copy messages not indexed: their ZC-ACKs count as unmatched",
+        },
+    ];
+    hits.into_iter().filter(|h| h.count > 0).collect()
 }
 
 impl std::fmt::Debug for Snapshot<'_> {
@@ -288,6 +347,7 @@ impl Rpcs {
         sink: &mut dyn Sink,
     ) -> anyhow::Result<()> {
         let messages = sink.wants_messages();
+        self.tracker.forget_folded(pipe.folded_connections());
         for ev in events.drain(..) {
             match ev {
                 LnetEvent::Message(m) => {

@@ -259,7 +259,7 @@ fn best_sustained(peer: &PeerReport, interval_ns: i64) -> f64 {
 pub fn peer_entry(
     pipe: &Pipeline,
     peer: PeerReport,
-    all: &[PeerReport],
+    peers_of_server: u64,
     cfg: &AnalysisConfig,
     file: &str,
 ) -> PeerEntry {
@@ -282,7 +282,6 @@ pub fn peer_entry(
     let rpcs = peer.rpcs + peer.rpcs_partial;
     let bs = if rpcs > 0 { (peer.bytes_read + peer.bytes_written) as f64 / rpcs as f64 } else { 0.0 };
     let best = best_sustained(&peer, interval_ns);
-    let peers_of_server = all.iter().filter(|p| p.server_nid == peer.server_nid).count() as u64;
     let bulk_msg = rules::bulk_message_bytes(bs);
     unless_in_flight(&mut peer.messages_in_flight, tcp.cwnd_estimate_max as f64, bulk_msg);
     // Loss recovery (retransmissions that were not spurious) is congestion control acting.
@@ -384,11 +383,19 @@ pub fn connection_entries(
     interval_ns: i64,
 ) -> Vec<ConnectionEntry> {
     let per_s = 1e9 / interval_ns.max(1) as f64;
+    // Connection id → its peer pair, built once (searching the peers per connection is
+    // quadratic when thousands of peers each have a connection).
+    let mut owners = std::collections::HashMap::new();
+    for p in peers {
+        for pc in &p.connections {
+            owners.entry(pc.id).or_insert((p, pc));
+        }
+    }
     summary
         .connections
         .iter()
         .map(|c| {
-            let owner = peers.iter().find_map(|p| p.connections.iter().find(|pc| pc.id == c.id).map(|pc| (p, pc)));
+            let owner = owners.get(&c.id).copied();
             let perf = pipe.tcp_perf(ConnId(c.id));
             let direction = |d: usize| {
                 let sender =

@@ -106,6 +106,18 @@ pub fn drive_piece<S: PacketSource + ?Sized>(
                 if let Some(why) = pipe.push(&pkt, &mut events) {
                     obs.notice(name, Notice::Warning(format!("frame {}: not decodable: {why}", pkt.frame)));
                 }
+                if let Some((frame, raw, jump, shift)) = pipe.take_clock_step() {
+                    obs.notice(
+                        name,
+                        Notice::Warning(format!(
+                            "frame {frame} (offset {}): timestamp {:.6} s jumps {:+.3} s from the frame before; this frame and those after it are shifted by {:+.3} s",
+                            pkt.offset,
+                            raw as f64 / 1e9,
+                            jump as f64 / 1e9,
+                            shift as f64 / 1e9
+                        )),
+                    );
+                }
             }
             Ok(Next::Tick) => {
                 warnings(name, source, pipe, obs);

@@ -28,6 +28,6 @@ pub use analysis::{Analysis, AnalysisConfig, FileAnalysis, FileOutcome, NoSink, 
 pub use drive::{decode_source, drive_piece, Decoded, Notice, Observer, Quiet};
 pub use report::{
     BindingLimit, ConnectionEntry, DirectionEntry, DirectionInterval, DirectionTcp, FileReport, FitPoint, Fits,
-    IntervalModel, LiveCapture, ModelReport, PeerEntry, ReadPoint, Report, REPORT_SCHEMA_VERSION,
+    IntervalModel, LimitHit, LiveCapture, ModelReport, PeerEntry, ReadPoint, Report, REPORT_SCHEMA_VERSION,
 };
 pub use source::{Next, PacketSource};

@@ -85,6 +85,23 @@ pub struct FileReport {
     /// analysed and its offset. Absent when the file was read to its end or failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted_at: Option<ReadPoint>,
+    /// Named limits this source reached and what each cost (README "Named limits").
+    /// Absent when none was reached.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<LimitHit>,
+}
+
+/// A named limit reached while analysing a source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LimitHit {
+    /// The limit's name in the source (`MAX_OPEN_CONNECTIONS`, ...).
+    pub limit: &'static str,
+    /// Its value.
+    pub value: u64,
+    /// Times it acted (connections retired, RPCs evicted, ...).
+    pub count: u64,
+    /// What it cost the report.
+    pub effect: &'static str,
 }
 
 /// Where reading stopped.

@@ -435,6 +435,19 @@ impl Framer {
         }
     }
 
+    /// Drops what only further bytes would use (the skipped run's segment map, the last
+    /// message, the inference in waiting, the peeked payload), keeping the counters and
+    /// the message in progress's extent: for a connection the table retired.
+    pub fn release(&mut self) {
+        self.skip_map = Vec::new();
+        self.last_msg = None;
+        self.pending_infer = None;
+        self.known_nids = Vec::new();
+        if let Some(c) = &mut self.cur {
+            c.peek = Vec::new();
+        }
+    }
+
     /// Bytes consumed by a message still in progress.
     pub fn in_progress_bytes(&self) -> u64 {
         self.cur.as_ref().map_or(0, |c| self.pos - c.start)

@@ -8,6 +8,7 @@ use lnetcap_tcp::{ConnId, Connection, Dir, FlowTable, Stamp, StreamEvent, Stream
 use serde::Serialize;
 
 use crate::framer::{looks_like_lnet, Framer, FramerStats};
+use crate::limits::{MAX_CLOCK_BACKWARD_NS, MAX_CLOCK_FORWARD_NS, MAX_LISTED_SETUP_ONLY};
 use crate::message::{Body, LnetEvent, Proto};
 use crate::wire::conn_type;
 
@@ -63,25 +64,85 @@ struct DirAcct {
     gaps: BTreeMap<&'static str, u64>,
 }
 
+impl ConnState {
+    /// Carried nothing but connection setup (connreq, HELLO): no other message, nothing
+    /// skipped, nothing in progress.
+    fn setup_only(&self) -> bool {
+        let clean = |f: &Option<Box<Framer>>| {
+            f.as_deref()
+                .is_none_or(|f| f.stats.bytes_skipped == 0 && f.stats.desyncs == 0 && f.in_progress_bytes() == 0)
+        };
+        self.other_messages == 0 && self.framers.iter().all(clean)
+    }
+}
+
 struct ConnState {
     class: Class,
-    framers: [Option<Framer>; 2],
+    framers: [Option<Box<Framer>>; 2],
+    /// Messages that set a connection up (connreq, HELLO) and all others.
+    setup_messages: u32,
+    other_messages: u32,
     acct: [DirAcct; 2],
     hello_ctype: [Option<u32>; 2],
     frames_data: u64,
     frames_control: u64,
 }
 
+/// Connections the flow table retired that only set up (or carried no LNet), folded
+/// into counts instead of a record each.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct FoldedConnections {
+    /// Connections folded.
+    pub connections: u64,
+    /// Their frames with payload.
+    pub frames_data: u64,
+    /// Their frames without payload.
+    pub frames_control: u64,
+}
+
+impl FoldedConnections {
+    /// None folded.
+    pub fn is_empty(&self) -> bool {
+        self.connections == 0
+    }
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 /// The stream sink that frames LNet traffic.
 pub struct Decoder {
     cfg: DecodeConfig,
-    conns: Vec<ConnState>,
+    /// Per connection id; `None` once folded.
+    conns: Vec<Option<Box<ConnState>>>,
     out: Vec<LnetEvent>,
+    /// Folded LNet connections (others count as other traffic).
+    folded: FoldedConnections,
+    /// Frames of folded connections that were not LNet.
+    folded_other_frames: u64,
+    /// Ids of the folded connections, in the order they were folded (4 bytes each), so
+    /// that later layers can forget them too.
+    folded_ids: Vec<u32>,
 }
 
 impl Decoder {
     fn new(cfg: DecodeConfig) -> Self {
-        Self { cfg, conns: Vec::new(), out: Vec::new() }
+        Self {
+            cfg,
+            conns: Vec::new(),
+            out: Vec::new(),
+            folded: FoldedConnections::default(),
+            folded_other_frames: 0,
+            folded_ids: Vec::new(),
+        }
+    }
+
+    fn state(&mut self, id: ConnId) -> &mut ConnState {
+        match self.conns.get_mut(id.0 as usize) {
+            Some(Some(st)) => st,
+            _ => unreachable!("connection {} is not followed", id.0),
+        }
     }
 }
 
@@ -104,14 +165,16 @@ impl StreamSink for Decoder {
             Class::NotLnet
         };
         debug_assert_eq!(conn.id.0 as usize, self.conns.len());
-        self.conns.push(ConnState {
+        self.conns.push(Some(Box::new(ConnState {
             class,
             framers: [None, None],
+            setup_messages: 0,
+            other_messages: 0,
             acct: Default::default(),
             hello_ctype: [None, None],
             frames_data: 0,
             frames_control: 0,
-        });
+        })));
         if class == Class::NotLnet {
             Verdict::Ignore
         } else {
@@ -120,7 +183,7 @@ impl StreamSink for Decoder {
     }
 
     fn on_event(&mut self, conn: &Connection, dir: Dir, stamp: Stamp, ev: StreamEvent<'_>) -> Verdict {
-        let st = &mut self.conns[conn.id.0 as usize];
+        let Some(Some(st)) = self.conns.get_mut(conn.id.0 as usize) else { return Verdict::Ignore };
         if st.class == Class::Unknown {
             if let StreamEvent::Data { offset, bytes } = &ev {
                 let at_start = *offset == 0 && conn.syn_seen[dir.index()];
@@ -133,10 +196,10 @@ impl StreamSink for Decoder {
         let d = dir.index();
         if st.framers[d].is_none() {
             let mut f = Framer::new(conn.id, dir, conn.syn_seen[d]);
-            if let Some(p) = st.framers[1 - d].as_ref().and_then(Framer::proto) {
+            if let Some(p) = st.framers[1 - d].as_deref().and_then(Framer::proto) {
                 f.hint_proto(p);
             }
-            st.framers[d] = Some(f);
+            st.framers[d] = Some(Box::new(f));
         }
         let Some(framer) = st.framers[d].as_mut() else {
             return Verdict::Follow;
@@ -155,6 +218,11 @@ impl StreamSink for Decoder {
         // A HELLO fixes the framing of the other direction too when it has none yet.
         for ev in &self.out[before..] {
             if let LnetEvent::Message(m) = ev {
+                if matches!(m.body, Body::Hello(_) | Body::Connreq(_)) {
+                    st.setup_messages += 1;
+                } else {
+                    st.other_messages += 1;
+                }
                 if let Body::Hello(h) = &m.body {
                     st.hello_ctype[d] = Some(h.conn_type);
                     if let (Some(p), Some(other)) = (Proto::from_version(h.version), st.framers[1 - d].as_mut()) {
@@ -164,6 +232,29 @@ impl StreamSink for Decoder {
             }
         }
         Verdict::Follow
+    }
+
+    fn on_retire(&mut self, conn: &Connection) -> bool {
+        let Some(Some(st)) = self.conns.get(conn.id.0 as usize) else { return true };
+        if st.class.is_lnet() || st.class == Class::Unknown {
+            if !st.setup_only() {
+                // Kept: its record stays, its framers' buffers go.
+                if let Some(Some(st)) = self.conns.get_mut(conn.id.0 as usize) {
+                    for f in st.framers.iter_mut().flatten() {
+                        f.release();
+                    }
+                }
+                return false;
+            }
+            self.folded.connections += 1;
+            self.folded.frames_data += st.frames_data;
+            self.folded.frames_control += st.frames_control;
+        } else {
+            self.folded_other_frames += st.frames_data + st.frames_control;
+        }
+        self.conns[conn.id.0 as usize] = None;
+        self.folded_ids.push(conn.id.0);
+        true
     }
 }
 
@@ -180,6 +271,11 @@ pub struct FrameAccounting {
     pub other_traffic: u64,
     /// Frames that could not be decoded, by reason.
     pub undecodable: BTreeMap<String, u64>,
+    /// Times the capture clock stepped (a timestamp more than `MAX_CLOCK_BACKWARD_NS`
+    /// before, or `MAX_CLOCK_FORWARD_NS` after, the frame before it): later frames were
+    /// shifted to carry on from the frame before the step.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub clock_steps: u64,
 }
 
 impl FrameAccounting {
@@ -276,6 +372,13 @@ pub struct DecodeSummary {
     pub connections: Vec<ConnSummary>,
     /// Messages by kind over all connections.
     pub messages_by_kind: BTreeMap<&'static str, u64>,
+    /// Connections retired to stay within `lnetcap_tcp::limits::MAX_OPEN_CONNECTIONS`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub retired: u64,
+    /// Connections that only set up, counted here instead of in `connections` (retired
+    /// ones, and those past `limits::MAX_LISTED_SETUP_ONLY`).
+    #[serde(skip_serializing_if = "FoldedConnections::is_empty")]
+    pub folded: FoldedConnections,
 }
 
 /// Packet records in, LNet events out.
@@ -287,6 +390,11 @@ pub struct Pipeline {
     frames: u64,
     last: Stamp,
     kinds: BTreeMap<&'static str, u64>,
+    /// Added to every timestamp since the last clock step (see `FrameAccounting::clock_steps`).
+    clock_offset: i64,
+    clock_steps: u64,
+    /// The latest step, for the caller to report: (frame, raw timestamp, jump, shift).
+    clock_step: Option<(u64, i64, i64, i64)>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -323,6 +431,9 @@ impl Pipeline {
             frames: 0,
             last: Stamp::default(),
             kinds: BTreeMap::new(),
+            clock_offset: 0,
+            clock_steps: 0,
+            clock_step: None,
         }
     }
 
@@ -335,12 +446,12 @@ impl Pipeline {
     /// the frame could not be decoded (the caller may report it with the frame number).
     pub fn push(&mut self, pkt: &Packet<'_>, out: &mut Vec<LnetEvent>) -> Option<NotTcp> {
         self.frames += 1;
-        let stamp = Stamp { frame: pkt.frame, ts_ns: pkt.ts_ns };
+        let stamp = Stamp { frame: pkt.frame, ts_ns: self.clock(pkt.frame, pkt.ts_ns) };
         self.last = stamp;
         let res = match decode_packet(pkt.linktype, pkt.data, pkt.origlen) {
             Ok(seg) => {
                 let o = self.table.process(&seg, stamp, &mut self.dec);
-                let st = &mut self.dec.conns[o.conn.0 as usize];
+                let st = self.dec.state(o.conn);
                 if seg.payload_len > 0 {
                     st.frames_data += 1;
                 } else {
@@ -359,6 +470,30 @@ impl Pipeline {
         };
         self.drain(out);
         res
+    }
+
+    /// The timestamp the analysis uses for a frame: a clock that steps (a timestamp far
+    /// before or after the frame before it, a lie or a clock set by hand) is shifted so
+    /// that the capture carries on from the frame before; time series then never span
+    /// the years between.
+    fn clock(&mut self, frame: u64, raw: i64) -> i64 {
+        let ts = raw.saturating_add(self.clock_offset);
+        if self.frames > 1 {
+            let d = ts.saturating_sub(self.last.ts_ns);
+            if !(-MAX_CLOCK_BACKWARD_NS..=MAX_CLOCK_FORWARD_NS).contains(&d) {
+                self.clock_offset = self.last.ts_ns.saturating_sub(raw);
+                self.clock_steps += 1;
+                self.clock_step = Some((frame, raw, d, self.clock_offset));
+                return self.last.ts_ns;
+            }
+        }
+        ts
+    }
+
+    /// The latest clock step since asked: (frame, its raw timestamp, its jump from the
+    /// frame before, the shift applied from it on), for a notice.
+    pub fn take_clock_step(&mut self) -> Option<(u64, i64, i64, i64)> {
+        self.clock_step.take()
     }
 
     /// Counts a frame the capture reader could not parse (a malformed record).
@@ -394,12 +529,18 @@ impl Pipeline {
 
     /// The connection type named in the HELLO of the given direction, if captured.
     pub fn hello_conn_type(&self, id: ConnId, dir: Dir) -> Option<u32> {
-        self.dec.conns.get(id.0 as usize).and_then(|c| c.hello_ctype[dir.index()])
+        self.dec.conns.get(id.0 as usize).and_then(|c| c.as_ref()?.hello_ctype[dir.index()])
     }
 
     /// Whether any connection carried LNet traffic so far (cheaper than `summary`).
     pub fn has_lnet_connections(&self) -> bool {
-        self.dec.conns.iter().any(|st| st.class.is_lnet())
+        self.dec.folded.connections > 0 || self.dec.conns.iter().flatten().any(|st| st.class.is_lnet())
+    }
+
+    /// Connections folded after the flow table retired them, in order: a later layer
+    /// that keeps state per connection forgets `folded_connections()[seen..]`.
+    pub fn folded_connections(&self) -> &[u32] {
+        &self.dec.folded_ids
     }
 
     /// Frames read so far.
@@ -409,14 +550,31 @@ impl Pipeline {
 
     /// The accounting so far.
     pub fn summary(&self) -> DecodeSummary {
+        let folded = &self.dec.folded;
         let mut frames = FrameAccounting {
             frames: self.frames,
-            other_traffic: self.other_frames,
+            clock_steps: self.clock_steps,
+            other_traffic: self.other_frames + self.dec.folded_other_frames,
+            lnet_data: folded.frames_data,
+            tcp_control: folded.frames_control,
             undecodable: self.undecodable.clone(),
-            ..FrameAccounting::default()
         };
         let mut connections = Vec::new();
-        for (conn, st) in self.table.connections().zip(&self.dec.conns) {
+        let mut folded = self.dec.folded.clone();
+        let mut setup_listed = 0usize;
+        for (i, st) in self.dec.conns.iter().enumerate() {
+            let (Some(st), Some(conn)) = (st, self.table.connection(ConnId(i as u32))) else { continue };
+            if st.class.is_lnet() && st.setup_only() {
+                setup_listed += 1;
+                if setup_listed > MAX_LISTED_SETUP_ONLY {
+                    folded.connections += 1;
+                    folded.frames_data += st.frames_data;
+                    folded.frames_control += st.frames_control;
+                    frames.lnet_data += st.frames_data;
+                    frames.tcp_control += st.frames_control;
+                    continue;
+                }
+            }
             if !st.class.is_lnet() {
                 frames.other_traffic += st.frames_data + st.frames_control;
                 continue;
@@ -425,8 +583,8 @@ impl Pipeline {
             frames.tcp_control += st.frames_control;
             let dirs = [Dir::FromActive, Dir::FromPassive].map(|dir| {
                 let d = dir.index();
-                let h = self.table.half(conn.id, dir).map(|h| h.stats.clone()).unwrap_or_default();
-                let fs = st.framers[d].as_ref().map(|f| f.stats.clone()).unwrap_or_default();
+                let h = self.table.half_stats(conn.id, dir).cloned().unwrap_or_default();
+                let fs = st.framers[d].as_deref().map(|f| f.stats.clone()).unwrap_or_default();
                 let FramerStats {
                     messages,
                     headers_partial,
@@ -440,10 +598,10 @@ impl Pipeline {
                     bytes_inferred,
                     ..
                 } = fs;
-                let partial = st.framers[d].as_ref().map_or(0, Framer::in_progress_bytes);
+                let partial = st.framers[d].as_deref().map_or(0, Framer::in_progress_bytes);
                 DirSummary {
                     tcp: conn.tuple(dir),
-                    proto: st.framers[d].as_ref().and_then(Framer::proto).map(Proto::version),
+                    proto: st.framers[d].as_deref().and_then(Framer::proto).map(Proto::version),
                     hello_conn_type: st.hello_ctype[d].map(conn_type::name),
                     segments: h.segments,
                     bytes_on_wire: h.bytes_delivered
@@ -489,6 +647,12 @@ impl Pipeline {
                 dirs,
             });
         }
-        DecodeSummary { frames, connections, messages_by_kind: self.kinds.clone() }
+        DecodeSummary {
+            frames,
+            connections,
+            messages_by_kind: self.kinds.clone(),
+            retired: self.table.retirements().retired,
+            folded,
+        }
     }
 }

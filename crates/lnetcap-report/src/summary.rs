@@ -219,6 +219,9 @@ fn print_files(out: &mut impl Write, r: &Report) -> Result<()> {
                 at.frame, at.offset
             )?;
         }
+        for h in &f.limits {
+            writeln!(out, "  LIMIT {} ({}) acted {} times: {}", h.limit, h.value, h.count, h.effect)?;
+        }
         if let Some(l) = &f.live {
             let drops = l.dropped + l.dropped_interface;
             writeln!(

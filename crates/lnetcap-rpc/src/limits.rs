@@ -1,8 +1,10 @@
 //! Named limits of the RPC layer.
 
-/// RPCs open at once (request seen, reply not yet). Past this the oldest open RPC is
-/// reported as partial ("evicted") to make room.
-pub const MAX_OPEN_RPCS: usize = 1 << 20;
+/// RPCs open at once (request seen, reply not yet): more than 16,000 clients with 8 RPCs
+/// in flight each. Past this the least recently active eighth are reported as partial
+/// (`missing: evicted`) to make room; the report lists the evictions under `limits`. An
+/// open RPC with its GET and ACK handles costs under 1 KiB (tests/adversarial.rs).
+pub const MAX_OPEN_RPCS: usize = 1 << 17;
 
 /// An open RPC with no activity for this long (capture time) is reported as partial:
 /// longer than LNet's transaction timeout (150 s) plus PtlRPC's adaptive timeouts.
@@ -57,3 +59,10 @@ pub const MAX_ZC_PENDING: usize = 1 << 18;
 /// The largest power of two a client's PtlRPC XIDs are aligned to: an upper bound of
 /// PTLRPC_BULK_OPS_COUNT (bulk MDs per RPC) learnt from the XIDs a client sends.
 pub const MAX_XID_ALIGN: u64 = 128;
+
+/// Peer pairs (unordered NID pairs) tracked per source: more than the clients of any one
+/// server the captures show, and a capture point sees one server's side at most. Messages
+/// and RPCs of further pairs still count in the totals but are kept in one shared state
+/// that is never reported as a pair; the report lists how often under `limits` (split
+/// such a capture by client with a BPF filter). A pair costs about 10 KiB while tracked.
+pub const MAX_PEERS: usize = 1 << 14;

@@ -23,8 +23,8 @@ use lnetcap_lnet::wire::{KsockHdr, LnetDetail, LnetHdr, Wmd};
 use lnetcap_tcp::{CapturePoint, Connection, Dir};
 
 use crate::limits::{
-    EMIT_DELAY_NS, MAX_ACK_HANDLES, MAX_BULK_MDS, MAX_GET_HANDLES, MAX_OPEN_RPCS, MAX_ZC_PENDING, REORDER_HORIZON_NS,
-    RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS, STEP_TOLERANCE_PER_LOOP, SUSTAINED_NS,
+    EMIT_DELAY_NS, MAX_ACK_HANDLES, MAX_BULK_MDS, MAX_GET_HANDLES, MAX_OPEN_RPCS, MAX_PEERS, MAX_ZC_PENDING,
+    REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS, STEP_TOLERANCE_PER_LOOP, SUSTAINED_NS,
 };
 use crate::report::{IntervalRow, MessagesDirection, Missing, Phases, RpcRecord};
 use crate::stats::{Log2Hist, Quantiles, StepSeries};
@@ -81,6 +81,13 @@ struct Open {
     /// request inferred late can still join its reply.
     settled_at: Option<i64>,
 }
+
+/// The key of the state shared by peer pairs beyond MAX_PEERS: a NID no LND uses (size,
+/// LND, net and address all 0xfe), twice.
+pub(crate) const OVERFLOW_PEER: (Nid, Nid) = {
+    const X: Nid = Nid { size: 0xfe, lnd: 0xfe, num: 0xfefe, addr: [0xfe; 16] };
+    (X, X)
+};
 
 #[derive(Default, Clone)]
 struct ConnTrack {
@@ -387,6 +394,12 @@ pub struct Tracker {
     capture_points: HashMap<u32, CapturePoint>,
     /// RPCs built from headers cut by the snaplen, per pair, in request order.
     cut: HashMap<(Nid, Nid), cut::CutPair>,
+    /// RPCs evicted from a full open index (see `evict_oldest`).
+    evicted: u64,
+    /// Folded connections forgotten so far (see `forget_folded`).
+    forgotten: usize,
+    /// Uses of the untracked pairs' aggregate (see `peer`).
+    overflow_uses: u64,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -442,6 +455,9 @@ impl Tracker {
             unmatched: BTreeMap::new(),
             capture_points: HashMap::new(),
             cut: HashMap::new(),
+            evicted: 0,
+            overflow_uses: 0,
+            forgotten: 0,
         }
     }
 
@@ -458,8 +474,19 @@ impl Tracker {
 
     fn peer(&mut self, client: Nid, server: Nid) -> &mut PeerState {
         let interval = self.cfg.interval_ns;
-        let (c, s) = self.peer_key(client, server);
+        let (mut c, mut s) = self.peer_key(client, server);
+        if self.peers.len() >= MAX_PEERS && !self.peers.contains_key(&(c, s)) {
+            // Past the limit, new pairs share one state that is never reported as a pair.
+            self.overflow_uses += 1;
+            (c, s) = OVERFLOW_PEER;
+        }
         self.peers.entry((c, s)).or_insert_with(|| PeerState::new(c, s, interval))
+    }
+
+    /// Times a message or RPC of a pair beyond MAX_PEERS was folded into the untracked
+    /// aggregate.
+    pub fn overflow_uses(&self) -> u64 {
+        self.overflow_uses
     }
 
     fn note_uncertain(&mut self, a: Nid, b: Nid, ts: i64) {
@@ -594,15 +621,43 @@ impl Tracker {
         }
     }
 
+    /// The open RPC index is full: the eighth least recently active are reported as
+    /// partial (`evicted`), in one pass so that a flood of requests never answered costs
+    /// a scan per MAX_OPEN_RPCS / 8 requests, not per request.
+    fn evict_oldest(&mut self, out: &mut Vec<RpcRecord>) {
+        let mut open: Vec<(i64, usize)> =
+            self.by_key.values().filter_map(|&i| self.slots[i].as_ref().map(|o| (o.last_ns, i))).collect();
+        if open.is_empty() {
+            return;
+        }
+        let n = (MAX_OPEN_RPCS / 8).clamp(1, open.len());
+        open.select_nth_unstable(n - 1);
+        open.truncate(n);
+        open.sort_unstable();
+        for (_, i) in open {
+            self.evicted += 1;
+            self.close(i, out, Some(Missing::Evicted));
+        }
+    }
+
+    /// Forgets what it kept of connections the decoder folded (they carried only setup,
+    /// so no RPC or peer refers to them): `folded` is the pipeline's list of folded ids.
+    pub fn forget_folded(&mut self, folded: &[u32]) {
+        for id in folded.get(self.forgotten..).unwrap_or_default() {
+            self.conns.remove(id);
+            self.capture_points.remove(id);
+        }
+        self.forgotten = folded.len();
+    }
+
+    /// RPCs reported as partial because the open RPC index was full.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+
     fn new_rpc(&mut self, kind: Kind, key: Key, m: &Message, out: &mut Vec<RpcRecord>) -> usize {
         if self.by_key.len() >= MAX_OPEN_RPCS {
-            // Evict the oldest open RPC as partial.
-            if let Some((&k, &i)) =
-                self.by_key.iter().min_by_key(|(_, &i)| self.slots[i].as_ref().map_or(i64::MAX, |o| o.last_ns))
-            {
-                let _ = k;
-                self.close(i, out, Some(Missing::Evicted));
-            }
+            self.evict_oldest(out);
         }
         let rec = RpcRecord {
             schema_version: RPC_SCHEMA_VERSION,

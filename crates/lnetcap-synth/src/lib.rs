@@ -6,6 +6,7 @@
 //! the truth records are written from the generator's own state (never by decoding the
 //! capture), so they are an independent oracle for the decoder.
 
+pub mod attack;
 pub mod pcapw;
 pub mod rng;
 pub mod sim;

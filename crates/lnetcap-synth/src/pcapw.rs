@@ -197,7 +197,13 @@ impl CaptureWriter {
 
     /// Appends one packet (cut to the snaplen) captured at `ts_ns`.
     pub fn packet(&mut self, ts_ns: i64, data: &[u8]) {
-        let cap = data.len().min(self.snaplen as usize);
+        self.packet_cut(ts_ns, data, self.snaplen as usize);
+    }
+
+    /// Appends one packet captured at `ts_ns` of which only the first `keep` bytes (and at
+    /// most the snaplen) were captured.
+    pub fn packet_cut(&mut self, ts_ns: i64, data: &[u8], keep: usize) {
+        let cap = data.len().min(self.snaplen as usize).min(keep);
         let d = &data[..cap];
         match self.container {
             Container::PcapUs | Container::PcapNs => {
@@ -221,6 +227,22 @@ impl CaptureWriter {
                 self.buf.extend_from_slice(&(total as u32).to_le_bytes());
             }
         }
+    }
+
+    /// Bytes written so far and not yet taken.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// True when nothing is waiting to be taken.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Takes the bytes written so far (a capture streamed in pieces: the first piece holds
+    /// the file header).
+    pub fn take(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
     }
 
     /// The finished capture bytes.

@@ -33,7 +33,8 @@ mod table;
 
 pub use stream::{HalfStats, StreamHalf};
 pub use table::{
-    ActiveRule, CapturePoint, ConnId, ConnKey, Connection, Dir, Endpoint, FlowTable, SegmentOutcome, Verdict,
+    ActiveRule, CapturePoint, ConnId, ConnKey, Connection, Dir, Endpoint, FlowTable, Retirements, SegmentOutcome,
+    Verdict,
 };
 
 /// Why bytes of a stream are missing.
@@ -129,4 +130,10 @@ pub trait StreamSink {
     fn on_open(&mut self, conn: &Connection) -> Verdict;
     /// An event on one half-stream.
     fn on_event(&mut self, conn: &Connection, dir: Dir, stamp: Stamp, ev: StreamEvent<'_>) -> Verdict;
+    /// The table retired the connection to make room (its streams were flushed just
+    /// before). Returns true to fold it: the table then keeps no record of it, and the
+    /// sink accounts for it in its own aggregate.
+    fn on_retire(&mut self, _conn: &Connection) -> bool {
+        false
+    }
 }

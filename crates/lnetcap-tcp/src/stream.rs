@@ -60,17 +60,20 @@ impl History {
         if bytes.is_empty() {
             return;
         }
-        if self.ring.is_empty() {
-            self.ring = vec![0; HISTORY_BYTES];
-        }
-        let n = HISTORY_BYTES as u64;
         let bytes = if bytes.len() > HISTORY_BYTES { &bytes[bytes.len() - HISTORY_BYTES..] } else { bytes };
         let end = off + bytes.len() as u64;
         let start = end - bytes.len() as u64;
+        let lowest = self.ranges.front().map_or(start, |r| r.0).min(start);
+        let need = (end - lowest) as usize;
+        if need > self.ring.len() && self.ring.len() < HISTORY_BYTES {
+            self.grow(need);
+        }
+        let len = self.ring.len();
+        let n = len as u64;
         let mut pos = (start % n) as usize;
         let mut rest = bytes;
         while !rest.is_empty() {
-            let k = rest.len().min(HISTORY_BYTES - pos);
+            let k = rest.len().min(len - pos);
             self.ring[pos..pos + k].copy_from_slice(&rest[..k]);
             rest = &rest[k..];
             pos = 0;
@@ -90,10 +93,25 @@ impl History {
         }
     }
 
+    /// The ring grows with the stream (a power of two from 256 bytes up to
+    /// [`HISTORY_BYTES`]), so a connection that carried only a handshake holds a few hundred
+    /// bytes, not the whole window. Known bytes move to their places in the larger ring.
+    fn grow(&mut self, need: usize) {
+        let len = need.next_power_of_two().clamp(256, HISTORY_BYTES);
+        let mut ring = vec![0; len];
+        let (old, on, nn) = (&self.ring, self.ring.len() as u64, len as u64);
+        for &(a, b) in &self.ranges {
+            for o in a..b {
+                ring[(o % nn) as usize] = old[(o % on) as usize];
+            }
+        }
+        self.ring = ring;
+    }
+
     /// Compares `bytes` (at stream offset `off`) with the known history. Returns (differing
     /// bytes, offset of the first difference).
     fn compare(&self, off: u64, bytes: &[u8]) -> (u64, u64) {
-        let n = HISTORY_BYTES as u64;
+        let n = self.ring.len() as u64;
         let end = off + bytes.len() as u64;
         let mut differ = 0u64;
         let mut first = u64::MAX;

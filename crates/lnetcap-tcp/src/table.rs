@@ -6,9 +6,9 @@ use std::net::IpAddr;
 
 use lnetcap_capture::TcpSegment;
 
-use crate::limits::MAX_HOLE_WAIT_NS;
+use crate::limits::{MAX_HOLE_WAIT_NS, MAX_OPEN_CONNECTIONS};
 use crate::perf::{ConnPerf, DirPerf, SegInfo};
-use crate::stream::StreamHalf;
+use crate::stream::{HalfStats, StreamHalf};
 use crate::{Stamp, StreamEvent, StreamSink};
 
 /// Index of a connection in the table: connections are numbered 0, 1, 2, ... in the order
@@ -173,6 +173,33 @@ struct Slot {
     waiting: bool,
 }
 
+/// A connection the table no longer follows: retired to make room (see
+/// [`MAX_OPEN_CONNECTIONS`]). What the report needs of it is kept; its buffers are gone.
+struct Retired {
+    info: Connection,
+    stats: [HalfStats; 2],
+    perf: Option<Box<[DirPerf; 2]>>,
+}
+
+/// A connection's place in the table (its id is the index).
+enum Entry {
+    /// Followed.
+    Live(Box<Slot>),
+    /// Retired with its record kept.
+    Retired(Box<Retired>),
+    /// Retired and folded into the sink's aggregate (a connection that only set up).
+    Folded,
+}
+
+/// Connections retired to stay within [`MAX_OPEN_CONNECTIONS`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retirements {
+    /// Connections retired (their streams flushed as at the end of the capture).
+    pub retired: u64,
+    /// Of those, the ones the sink folded into its aggregate (no record kept).
+    pub folded: u64,
+}
+
 /// Holes of connections that receive no more segments still expire: every this much
 /// capture time the table ages the holes of the connections in its waiting list.
 const SWEEP_NS: i64 = MAX_HOLE_WAIT_NS / 8;
@@ -213,7 +240,12 @@ impl Hasher for FastHasher {
 /// The table of TCP connections.
 pub struct FlowTable {
     map: HashMap<ConnKey, u32, BuildHasherDefault<FastHasher>>,
-    slots: Vec<Slot>,
+    slots: Vec<Entry>,
+    /// Entries that are [`Entry::Live`].
+    live: usize,
+    /// Most live connections before the idlest are retired.
+    max_open: usize,
+    retirements: Retirements,
     acceptor_ports: Vec<u16>,
     last_key: Option<(ConnKey, u32)>,
     /// Interval of the per-connection loop (RTT) series, ns.
@@ -239,6 +271,9 @@ impl FlowTable {
         Self {
             map: HashMap::default(),
             slots: Vec::new(),
+            live: 0,
+            max_open: MAX_OPEN_CONNECTIONS,
+            retirements: Retirements::default(),
             acceptor_ports: acceptor_ports.to_vec(),
             last_key: None,
             series_ns: crate::perf::DEFAULT_SERIES_NS,
@@ -262,6 +297,36 @@ impl FlowTable {
         self
     }
 
+    /// Sets the most connections followed at once (default [`MAX_OPEN_CONNECTIONS`]).
+    pub fn with_max_open(mut self, n: usize) -> Self {
+        self.max_open = n.max(8);
+        self
+    }
+
+    /// Connections retired to make room so far.
+    pub fn retirements(&self) -> Retirements {
+        self.retirements
+    }
+
+    /// Connections followed now.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    fn slot(&self, i: u32) -> Option<&Slot> {
+        match self.slots.get(i as usize) {
+            Some(Entry::Live(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn slot_mut(&mut self, i: u32) -> &mut Slot {
+        match &mut self.slots[i as usize] {
+            Entry::Live(s) => s,
+            _ => unreachable!("connection {i} is not live"),
+        }
+    }
+
     /// Number of connections seen.
     pub fn len(&self) -> usize {
         self.slots.len()
@@ -272,24 +337,41 @@ impl FlowTable {
         self.slots.is_empty()
     }
 
-    /// A connection's description.
+    /// A connection's description (none once folded).
     pub fn connection(&self, id: ConnId) -> Option<&Connection> {
-        self.slots.get(id.0 as usize).map(|s| &s.info)
+        match self.slots.get(id.0 as usize)? {
+            Entry::Live(s) => Some(&s.info),
+            Entry::Retired(r) => Some(&r.info),
+            Entry::Folded => None,
+        }
     }
 
-    /// One half-stream's state (counters, offsets).
+    /// One half-stream's state (counters, offsets), while the connection is followed.
     pub fn half(&self, id: ConnId, dir: Dir) -> Option<&StreamHalf> {
-        self.slots.get(id.0 as usize).map(|s| &s.halves[dir.index()])
+        self.slot(id.0).map(|s| &s.halves[dir.index()])
+    }
+
+    /// One half-stream's counters (none once folded).
+    pub fn half_stats(&self, id: ConnId, dir: Dir) -> Option<&HalfStats> {
+        match self.slots.get(id.0 as usize)? {
+            Entry::Live(s) => Some(&s.halves[dir.index()].stats),
+            Entry::Retired(r) => Some(&r.stats[dir.index()]),
+            Entry::Folded => None,
+        }
     }
 
     /// True when the sink said to ignore the connection.
     pub fn is_ignored(&self, id: ConnId) -> bool {
-        self.slots.get(id.0 as usize).is_some_and(|s| s.ignored)
+        self.slot(id.0).is_some_and(|s| s.ignored)
     }
 
-    /// All connections in id order.
+    /// All connections not folded, in id order.
     pub fn connections(&self) -> impl Iterator<Item = &Connection> {
-        self.slots.iter().map(|s| &s.info)
+        self.slots.iter().filter_map(|e| match e {
+            Entry::Live(s) => Some(&s.info),
+            Entry::Retired(r) => Some(&r.info),
+            Entry::Folded => None,
+        })
     }
 
     fn new_slot(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> u32 {
@@ -317,15 +399,85 @@ impl FlowTable {
             handshake_ns: [None; 3],
         };
         let verdict = sink.on_open(&info);
-        self.slots.push(Slot {
+        self.live += 1;
+        self.slots.push(Entry::Live(Box::new(Slot {
             info,
             halves: [StreamHalf::default(), StreamHalf::default()],
             perf: ConnPerf::new(self.series_ns),
             ignored: verdict == Verdict::Ignore,
             closed: [false; 2],
             waiting: false,
-        });
+        })));
         id
+    }
+
+    /// Past [`FlowTable::with_max_open`] live connections, retires the idlest eighth of
+    /// them (least recent packet first): their streams are flushed as at the end of the
+    /// capture, the sink decides whether each is folded, and their tuples are forgotten (a
+    /// later packet opens a new connection, as a capture that starts mid-stream would).
+    fn make_room(&mut self, now: Stamp, sink: &mut impl StreamSink) {
+        if self.live < self.max_open {
+            return;
+        }
+        let mut idle: Vec<(i64, u32)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match e {
+                Entry::Live(s) => Some((s.info.last.ts_ns, i as u32)),
+                _ => None,
+            })
+            .collect();
+        let n = (self.max_open / 8).max(1).min(idle.len());
+        idle.select_nth_unstable(n - 1);
+        idle.truncate(n);
+        idle.sort_unstable();
+        for (_, i) in idle {
+            self.retire(i, now, sink);
+        }
+        self.last_key = None;
+    }
+
+    fn retire(&mut self, i: u32, now: Stamp, sink: &mut impl StreamSink) {
+        let Entry::Live(mut slot) = std::mem::replace(&mut self.slots[i as usize], Entry::Folded) else { return };
+        self.live -= 1;
+        self.retirements.retired += 1;
+        let ended = Stamp { frame: now.frame, ts_ns: slot.info.last.ts_ns.max(now.ts_ns) };
+        if !slot.ignored {
+            self.flush_slot(&mut slot, ended, sink);
+        }
+        let key = ConnKey::of(slot.info.endpoints[0], slot.info.endpoints[1]);
+        if self.map.get(&key) == Some(&i) {
+            self.map.remove(&key);
+        }
+        if sink.on_retire(&slot.info) {
+            self.retirements.folded += 1;
+            return;
+        }
+        let Slot { info, halves, perf, .. } = *slot;
+        let [h0, h1] = halves;
+        let [d0, d1] = perf.dirs;
+        self.slots[i as usize] = Entry::Retired(Box::new(Retired {
+            info,
+            stats: [h0.stats, h1.stats],
+            perf: self.perf_on.then(|| Box::new([d0.perf, d1.perf])),
+        }));
+    }
+
+    /// Flushes a connection's two halves (holes become gaps, buffered data is delivered)
+    /// and ends its TCP behaviour analysis, at `stamp`.
+    fn flush_slot(&self, slot: &mut Slot, stamp: Stamp, sink: &mut impl StreamSink) {
+        if self.perf_on {
+            let owd = sender_owd(&slot.info, &mut slot.perf);
+            slot.perf.settle(stamp.ts_ns, owd, true);
+            slot.perf.finish();
+        }
+        let Slot { info, halves, .. } = slot;
+        for (d, half) in [Dir::FromActive, Dir::FromPassive].into_iter().zip(halves.iter_mut()) {
+            half.flush(stamp, &mut |st, ev| {
+                sink_event(sink, info, d, st, ev);
+            });
+        }
     }
 
     fn lookup(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> u32 {
@@ -340,7 +492,7 @@ impl FlowTable {
         // A fresh SYN on a tuple whose connection ended (or whose stream has moved on)
         // starts a new connection: port reuse.
         if let Some(i) = idx {
-            let slot = &self.slots[i as usize];
+            let Some(slot) = self.slot(i) else { unreachable!("the map holds live connections only") };
             if seg.flags.syn() && !seg.flags.ack() {
                 let h = &slot.halves[Dir::FromActive.index()];
                 let same_syn = h.syn_seen() && h.base_seq() == seg.seq.wrapping_add(1);
@@ -353,6 +505,7 @@ impl FlowTable {
         let i = match idx {
             Some(i) => i,
             None => {
+                self.make_room(stamp, sink);
                 let i = self.new_slot(seg, stamp, sink);
                 self.map.insert(key, i);
                 i
@@ -369,7 +522,8 @@ impl FlowTable {
             self.next_sweep_ns = Some(stamp.ts_ns.saturating_add(SWEEP_NS));
         }
         let i = self.lookup(seg, stamp, sink);
-        let slot = &mut self.slots[i as usize];
+        let perf_on = self.perf_on;
+        let slot = self.slot_mut(i);
         slot.info.last = stamp;
         let src = Endpoint { ip: seg.ip.src, port: seg.src_port };
         let dir = if src == slot.info.endpoints[0] { Dir::FromActive } else { Dir::FromPassive };
@@ -379,7 +533,6 @@ impl FlowTable {
             return outcome;
         }
         let Slot { info, halves, ignored, closed, perf, .. } = slot;
-        let perf_on = self.perf_on;
         if perf_on {
             perf.on_segment(
                 dir.index(),
@@ -455,7 +608,7 @@ impl FlowTable {
 
     /// Lists connection `i` for the sweep when one of its halves holds bytes beyond a hole.
     fn note_waiting(&mut self, i: u32) {
-        let slot = &mut self.slots[i as usize];
+        let slot = self.slot_mut(i);
         if !slot.waiting && !slot.ignored && slot.halves.iter().any(StreamHalf::has_pending) {
             slot.waiting = true;
             self.waiting.push(i);
@@ -468,7 +621,7 @@ impl FlowTable {
     fn sweep(&mut self, now: i64, sink: &mut impl StreamSink) {
         let mut still = Vec::new();
         for i in std::mem::take(&mut self.waiting) {
-            let slot = &mut self.slots[i as usize];
+            let Entry::Live(slot) = &mut self.slots[i as usize] else { continue };
             if !slot.ignored {
                 expire_slot(slot, now, sink);
             }
@@ -483,28 +636,25 @@ impl FlowTable {
 
     /// TCP behaviour of a connection's two directions (index [`Dir::index`]).
     pub fn perf(&self, id: ConnId) -> Option<[&DirPerf; 2]> {
-        self.slots.get(id.0 as usize).map(|s| [&s.perf.dirs[0].perf, &s.perf.dirs[1].perf])
+        match self.slots.get(id.0 as usize)? {
+            Entry::Live(s) => Some([&s.perf.dirs[0].perf, &s.perf.dirs[1].perf]),
+            Entry::Retired(r) => r.perf.as_deref().map(|[a, b]| [a, b]),
+            Entry::Folded => None,
+        }
     }
 
     /// End of input: flushes every half-stream (holes become gaps, buffered data is
     /// delivered), at the given final stamp.
     pub fn finish(&mut self, stamp: Stamp, sink: &mut impl StreamSink) {
-        for slot in &mut self.slots {
-            if slot.ignored {
-                continue;
-            }
-            if self.perf_on {
-                let owd = sender_owd(&slot.info, &mut slot.perf);
-                slot.perf.settle(stamp.ts_ns, owd, true);
-                slot.perf.finish();
-            }
-            let Slot { info, halves, .. } = slot;
-            for (d, half) in [Dir::FromActive, Dir::FromPassive].into_iter().zip(halves.iter_mut()) {
-                half.flush(stamp, &mut |st, ev| {
-                    sink_event(sink, info, d, st, ev);
-                });
+        let mut slots = std::mem::take(&mut self.slots);
+        for e in &mut slots {
+            if let Entry::Live(slot) = e {
+                if !slot.ignored {
+                    self.flush_slot(slot, stamp, sink);
+                }
             }
         }
+        self.slots = slots;
     }
 }
 

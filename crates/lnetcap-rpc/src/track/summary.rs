@@ -5,7 +5,9 @@
 use lnetcap_lnet::wire::conn_type;
 use lnetcap_tcp::CapturePoint;
 
-use super::{ConnTrack, PeerState, Tracker};
+use lnetcap_lnet::Nid;
+
+use super::{ConnTrack, PeerState, Tracker, OVERFLOW_PEER};
 use crate::report::{
     CapturePointReport, ConnReport, InFlightReport, LatencyReport, MessagesDirection, MessagesInFlight, OpcodeLatency,
     PeerReport, PhaseReport, Side,
@@ -22,9 +24,24 @@ pub const CREDIT_PLATEAU_SHARE: f64 = 0.2;
 impl Tracker {
     /// Per-peer reports (call after [`finish`](Self::finish)), sorted by client then server.
     pub fn reports(&self) -> Vec<PeerReport> {
-        self.peers.values().map(|p| self.peer_report(p)).collect()
+        // Connections by the unordered NID pair their HELLOs named, once (a scan of every
+        // connection per peer is quadratic on a server with thousands of clients).
+        let mut by_pair: std::collections::HashMap<(Nid, Nid), Vec<u32>> = std::collections::HashMap::new();
+        for (id, c) in &self.conns {
+            if let [Some(a), Some(b)] = c.nid {
+                by_pair.entry(if a <= b { (a, b) } else { (b, a) }).or_default().push(*id);
+            }
+        }
+        self.peers
+            .iter()
+            .filter(|(k, _)| **k != OVERFLOW_PEER)
+            .map(|(_, p)| {
+                let key = if p.client <= p.server { (p.client, p.server) } else { (p.server, p.client) };
+                self.peer_report(p, by_pair.get(&key).map_or(&[][..], Vec::as_slice))
+            })
+            .collect()
     }
-    pub(super) fn peer_report(&self, p: &PeerState) -> PeerReport {
+    pub(super) fn peer_report(&self, p: &PeerState, pair_conns: &[u32]) -> PeerReport {
         let interval = self.cfg.interval_ns;
         let window = match (p.first_ns, p.last_ns) {
             (Some(a), Some(b)) if b > a => {
@@ -34,11 +51,12 @@ impl Tracker {
             _ => None,
         };
         let throughput = window.map_or(0.0, |[a, b]| self.window_bytes(p, a, b) as f64 / ((b - a) as f64 / 1e9));
-        let pair = |c: &ConnTrack| matches!(c.nid, [Some(a), Some(b)] if (a, b) == (p.client, p.server) || (b, a) == (p.client, p.server));
-        let mut conns: Vec<ConnReport> = self
-            .conns
+        let mut ids: Vec<u32> = p.conns.iter().chain(pair_conns).copied().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut conns: Vec<ConnReport> = ids
             .iter()
-            .filter(|(id, c)| p.conns.contains(id) || pair(c))
+            .filter_map(|id| self.conns.get(id).map(|c| (id, c)))
             .map(|(id, c)| {
                 let (t, inferred) = conn_type_of(c);
                 let active_is_client = c.active_is_client.unwrap_or(c.nid[0] == Some(p.client));
