@@ -313,6 +313,7 @@ impl CaptureReader {
     /// Reads more input into the stream buffer, keeping the unread bytes. Returns false when
     /// no more bytes can come.
     fn refill(&mut self, want: usize) -> Result<bool, CaptureError> {
+        let frame = self.frame;
         let Storage::Stream { reader, buf, end, eof } = &mut self.storage else {
             return Ok(false);
         };
@@ -345,7 +346,12 @@ impl CaptureReader {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_err(&self.name, e)),
+                Err(e) => {
+                    // Where: a truncated or corrupt compressed stream says how far it got.
+                    let at = self.base + *end as u64;
+                    let what = format!("{} at offset {at} of the decompressed stream, after frame {frame}", self.name);
+                    return Err(io_err(&what, e));
+                }
             }
         }
         Ok(got_any)
@@ -560,6 +566,21 @@ fn ts_to_ns(high: u32, low: u32, iface: &Interface) -> i64 {
     (ns as i64).saturating_add(iface.offset_s.saturating_mul(1_000_000_000))
 }
 
+/// After a block whose length cannot be trusted: the first 4-byte aligned offset in `win`
+/// (past the bad block's header) where a known block type has a valid length repeated in
+/// its trailer, i.e. where reading can safely go on.
+fn next_block(win: &[u8], be: bool) -> Option<usize> {
+    (8..win.len().saturating_sub(12)).step_by(4).find(|&k| {
+        let (Some(t), Some(len)) = (u32_at(win, k, be), u32_at(win, k + 4, be)) else { return false };
+        let len = len as usize;
+        matches!(t, 1 | 3 | 5 | 6 | 0x0a0d_0d0a)
+            && len >= 12
+            && len % 4 == 0
+            && len <= MAX_RECORD_BYTES
+            && u32_at(win, k + len - 4, be) == Some(len as u32)
+    })
+}
+
 fn step_pcapng(win: &[u8], be: bool, ifaces: &[Interface], last_ts: i64) -> Step {
     if win.len() < 12 {
         return Step::Need(12 - win.len() as u64);
@@ -569,9 +590,17 @@ fn step_pcapng(win: &[u8], be: bool, ifaces: &[Interface], last_ts: i64) -> Step
     let be = if is_shb { win.get(8..12) == Some(&[0x1a, 0x2b, 0x3c, 0x4d][..]) } else { be };
     let block_len = u32_at(win, 4, be).unwrap_or(0) as usize;
     if block_len < 12 || block_len % 4 != 0 || block_len > MAX_RECORD_BYTES {
-        return Step::Fatal(format!(
-            "block length {block_len} is invalid (must be ≥ 12, a multiple of 4, ≤ {MAX_RECORD_BYTES})"
-        ));
+        let why = format!("block length {block_len} is invalid (must be ≥ 12, a multiple of 4, ≤ {MAX_RECORD_BYTES})");
+        return match next_block(win, be) {
+            Some(k) => Step::BadRecord {
+                consumed: k,
+                reason: format!(
+                    "{why}; skipped {k} bytes to the next block whose type, length and trailing length agree"
+                ),
+                is_packet: true,
+            },
+            None => Step::Fatal(why),
+        };
     }
     if win.len() < block_len {
         return Step::Need((block_len - win.len()) as u64);
