@@ -105,6 +105,12 @@ impl FoldedConnections {
     pub fn is_empty(&self) -> bool {
         self.connections == 0
     }
+
+    fn add(&mut self, st: &ConnState) {
+        self.connections += 1;
+        self.frames_data += st.frames_data;
+        self.frames_control += st.frames_control;
+    }
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -246,9 +252,7 @@ impl StreamSink for Decoder {
                 }
                 return false;
             }
-            self.folded.connections += 1;
-            self.folded.frames_data += st.frames_data;
-            self.folded.frames_control += st.frames_control;
+            self.folded.add(st);
         } else {
             self.folded_other_frames += st.frames_data + st.frames_control;
         }
@@ -567,9 +571,7 @@ impl Pipeline {
             if st.class.is_lnet() && st.setup_only() {
                 setup_listed += 1;
                 if setup_listed > MAX_LISTED_SETUP_ONLY {
-                    folded.connections += 1;
-                    folded.frames_data += st.frames_data;
-                    folded.frames_control += st.frames_control;
+                    folded.add(st);
                     frames.lnet_data += st.frames_data;
                     frames.tcp_control += st.frames_control;
                     continue;

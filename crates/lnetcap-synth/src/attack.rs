@@ -236,8 +236,13 @@ fn write_request(src: Nid, dst: Nid, xid: u64, ack: bool) -> Vec<u8> {
     }
     .emit();
     let ack_wmd = if ack { Wmd { interface: 0x77, object: xid << 2 | 3 } } else { Wmd::NONE };
-    let d = LnetDetail::Put { ack_wmd, match_bits: xid, hdr_data: 0, ptl_index: 6, offset: 0 };
-    lnet(src, dst, LNET_PUT, d, body.len() as u32, &body)
+    ptlrpc_put(src, dst, &body, ack_wmd, xid, 6, 0)
+}
+
+/// A PUT carrying a lustre_msg `body` to `portal` with the XID as match bits.
+fn ptlrpc_put(src: Nid, dst: Nid, body: &[u8], ack_wmd: Wmd, xid: u64, portal: u32, offset: u32) -> Vec<u8> {
+    let d = LnetDetail::Put { ack_wmd, match_bits: xid, hdr_data: 0, ptl_index: portal, offset };
+    lnet(src, dst, LNET_PUT, d, body.len() as u32, body)
 }
 
 /// An MDS_GETATTR request (opcode 33, MDS portal 12): no bulk, so a reply completes it.
@@ -253,8 +258,7 @@ fn getattr_request(src: Nid, dst: Nid, xid: u64) -> Vec<u8> {
         ..Default::default()
     }
     .emit();
-    let d = LnetDetail::Put { ack_wmd: Wmd::NONE, match_bits: xid, hdr_data: 0, ptl_index: 12, offset: 0 };
-    lnet(src, dst, LNET_PUT, d, body.len() as u32, &body)
+    ptlrpc_put(src, dst, &body, Wmd::NONE, xid, 12, 0)
 }
 
 /// The reply to an MDS_GETATTR with XID `xid` (MDS reply portal 10).
@@ -270,8 +274,7 @@ fn reply(src: Nid, dst: Nid, xid: u64) -> Vec<u8> {
         ..Default::default()
     }
     .emit();
-    let d = LnetDetail::Put { ack_wmd: Wmd::NONE, match_bits: xid, hdr_data: 0, ptl_index: 10, offset: 224 };
-    lnet(src, dst, LNET_PUT, d, body.len() as u32, &body)
+    ptlrpc_put(src, dst, &body, Wmd::NONE, xid, 10, 224)
 }
 
 /// Writes adversarial scenario `name` with count `n` to `out` (pcap, Ethernet, ns

@@ -444,7 +444,7 @@ impl FlowTable {
         self.retirements.retired += 1;
         let ended = Stamp { frame: now.frame, ts_ns: slot.info.last.ts_ns.max(now.ts_ns) };
         if !slot.ignored {
-            self.flush_slot(&mut slot, ended, sink);
+            flush_slot(self.perf_on, &mut slot, ended, sink);
         }
         let key = ConnKey::of(slot.info.endpoints[0], slot.info.endpoints[1]);
         if self.map.get(&key) == Some(&i) {
@@ -462,22 +462,6 @@ impl FlowTable {
             stats: [h0.stats, h1.stats],
             perf: self.perf_on.then(|| Box::new([d0.perf, d1.perf])),
         }));
-    }
-
-    /// Flushes a connection's two halves (holes become gaps, buffered data is delivered)
-    /// and ends its TCP behaviour analysis, at `stamp`.
-    fn flush_slot(&self, slot: &mut Slot, stamp: Stamp, sink: &mut impl StreamSink) {
-        if self.perf_on {
-            let owd = sender_owd(&slot.info, &mut slot.perf);
-            slot.perf.settle(stamp.ts_ns, owd, true);
-            slot.perf.finish();
-        }
-        let Slot { info, halves, .. } = slot;
-        for (d, half) in [Dir::FromActive, Dir::FromPassive].into_iter().zip(halves.iter_mut()) {
-            half.flush(stamp, &mut |st, ev| {
-                sink_event(sink, info, d, st, ev);
-            });
-        }
     }
 
     fn lookup(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> u32 {
@@ -646,15 +630,29 @@ impl FlowTable {
     /// End of input: flushes every half-stream (holes become gaps, buffered data is
     /// delivered), at the given final stamp.
     pub fn finish(&mut self, stamp: Stamp, sink: &mut impl StreamSink) {
-        let mut slots = std::mem::take(&mut self.slots);
-        for e in &mut slots {
+        for e in &mut self.slots {
             if let Entry::Live(slot) = e {
                 if !slot.ignored {
-                    self.flush_slot(slot, stamp, sink);
+                    flush_slot(self.perf_on, slot, stamp, sink);
                 }
             }
         }
-        self.slots = slots;
+    }
+}
+
+/// Flushes a connection's two halves (holes become gaps, buffered data is delivered) and
+/// ends its TCP behaviour analysis (when `perf_on`), at `stamp`.
+fn flush_slot(perf_on: bool, slot: &mut Slot, stamp: Stamp, sink: &mut impl StreamSink) {
+    if perf_on {
+        let owd = sender_owd(&slot.info, &mut slot.perf);
+        slot.perf.settle(stamp.ts_ns, owd, true);
+        slot.perf.finish();
+    }
+    let Slot { info, halves, .. } = slot;
+    for (d, half) in [Dir::FromActive, Dir::FromPassive].into_iter().zip(halves.iter_mut()) {
+        half.flush(stamp, &mut |st, ev| {
+            sink_event(sink, info, d, st, ev);
+        });
     }
 }
 
