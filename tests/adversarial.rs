@@ -109,7 +109,7 @@ fn a_million_unanswered_requests() {
     assert_eq!(partial, 1_000_000, "every request is an RPC reported partial");
     let evicted = limit(&r, "MAX_OPEN_RPCS");
     assert!(evicted >= 1_000_000 - (1 << 17), "the open index evicted the oldest: {evicted}");
-    assert!(mib <= 384.0, "peak RSS {mib:.0} MiB for a million unanswered requests (bound 384 MiB)");
+    assert!(mib <= 256.0, "peak RSS {mib:.0} MiB for a million unanswered requests (bound 256 MiB)");
 }
 
 #[test]

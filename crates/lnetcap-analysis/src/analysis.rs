@@ -208,8 +208,9 @@ impl FileAnalysis {
             self.state.on_events(&self.name, &self.pipe, &mut events, sink)?;
         }
         let st = &mut self.state;
-        st.tracker.finish(&mut st.done);
         st.emit(&self.name, sink)?;
+        let name = &self.name;
+        st.tracker.finish_each(|done| done.drain(..).try_for_each(|mut r| sink.rpc(name, &mut r)))?;
         let snap = Snapshot { name: &self.name, pipe: &self.pipe, state: &self.state, cfg };
         let peers = snap.add_to(report, complete);
         Ok(FileOutcome { complete, peers })

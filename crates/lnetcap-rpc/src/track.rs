@@ -9,6 +9,7 @@
 //! [`ping`] (LNet ping and discovery), [`cut`] (headers the snaplen cut short);
 //! [`summary`] makes the per-pair report.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use lnetcap_lnet::message::{App, Body, Message};
@@ -56,13 +57,93 @@ use crate::report::RpcKind as Kind;
 /// Key of an RPC: (client NID, server NID, XID / rpyid / match bits).
 type Key = (Nid, Nid, u64);
 
+/// What an open RPC has gathered: the fields of its [`RpcRecord`] the matchers fill in.
+/// The rest (the NIDs as text, latency, phases, `partial`) is derived when it closes, so an
+/// open RPC costs what it must remember and no more (ARCHITECTURE.md, "Memory under attack").
+#[derive(Clone, Default)]
+struct Draft {
+    id: u64,
+    xid: Option<Hex>,
+    opc: Option<u32>,
+    opc_name: Option<Cow<'static, str>>,
+    op: Option<&'static str>,
+    portal: Option<u32>,
+    bytes: u64,
+    bulk_messages: u32,
+    t_start_ns: Option<i64>,
+    t_req_end_ns: Option<i64>,
+    t_bulk_start_ns: Option<i64>,
+    t_bulk_end_ns: Option<i64>,
+    t_reply_ns: Option<i64>,
+    t_end_ns: Option<i64>,
+    t_reply_ack_ns: Option<i64>,
+    early_replies: u32,
+    resends: u32,
+    status: Option<i32>,
+    service_time_s: Option<u32>,
+    jobid: Option<String>,
+    missing: Vec<Missing>,
+    first_frame: u64,
+}
+
+impl Draft {
+    /// The record of the RPC once closed: the NIDs as text, latency and phases from the
+    /// times, `partial` from what is missing.
+    fn into_record(self, kind: Kind, key: Key, client_owd_ns: i64) -> RpcRecord {
+        // `request_body`, `bulk_unknown` and `xid_high_bits` say what could not be seen, not
+        // that a part of the RPC is known to be missing.
+        let partial = self.missing.iter().any(|m| m.makes_partial());
+        let latency_us = us(self.t_start_ns, self.t_end_ns);
+        let bulk_anchor = if self.t_bulk_end_ns.is_some() { self.t_bulk_end_ns } else { self.t_req_end_ns };
+        let phases = Phases {
+            request_us: us(self.t_start_ns, self.t_req_end_ns),
+            server_wait_us: us(self.t_req_end_ns, self.t_bulk_start_ns),
+            bulk_us: us(self.t_bulk_start_ns, self.t_bulk_end_ns),
+            server_us: us(bulk_anchor, self.t_reply_ns),
+            reply_us: us(self.t_reply_ns, self.t_end_ns),
+        };
+        RpcRecord {
+            schema_version: RPC_SCHEMA_VERSION,
+            id: self.id,
+            file: None,
+            client_nid: key.0.to_string(),
+            server_nid: key.1.to_string(),
+            kind,
+            xid: self.xid,
+            opc: self.opc,
+            opc_name: self.opc_name.map(Cow::into_owned),
+            op: self.op,
+            portal: self.portal,
+            bytes: self.bytes,
+            bulk_messages: self.bulk_messages,
+            t_start_ns: self.t_start_ns,
+            t_req_end_ns: self.t_req_end_ns,
+            t_bulk_start_ns: self.t_bulk_start_ns,
+            t_bulk_end_ns: self.t_bulk_end_ns,
+            t_reply_ns: self.t_reply_ns,
+            t_end_ns: self.t_end_ns,
+            t_reply_ack_ns: self.t_reply_ack_ns,
+            latency_us,
+            client_latency_us: latency_us.map(|l| l + 2.0 * client_owd_ns as f64 / 1000.0),
+            phases,
+            early_replies: self.early_replies,
+            resends: self.resends,
+            status: self.status,
+            service_time_s: self.service_time_s,
+            jobid: self.jobid,
+            partial,
+            missing: self.missing,
+            first_frame: self.first_frame,
+        }
+    }
+}
+
 #[derive(Clone)]
 struct Open {
-    rec: RpcRecord,
+    rec: Draft,
     kind: Kind,
+    /// (client, server, XID / rpyid / match bits).
     key: Key,
-    client: Nid,
-    server: Nid,
     /// Bulk MDs announced by pb_mbits.
     n_md: Option<u64>,
     bulkid: Option<u64>,
@@ -319,7 +400,7 @@ struct Handle {
 }
 
 /// The slot of a live handle.
-fn resolve(slots: &[Option<Open>], h: Handle) -> Option<usize> {
+fn resolve(slots: &[Option<Box<Open>>], h: Handle) -> Option<usize> {
     slots.get(h.slot)?.as_ref().filter(|o| o.rec.id == h.id).map(|_| h.slot)
 }
 
@@ -350,7 +431,8 @@ type ZcPending = ((Nid, Nid), usize, i64, i64);
 pub struct Tracker {
     cfg: RpcConfig,
     next_id: u64,
-    slots: Vec<Option<Open>>,
+    /// Boxed: a free slot costs a pointer, and the vector's doubling doubles pointers.
+    slots: Vec<Option<Box<Open>>>,
     free: Vec<usize>,
     by_key: HashMap<Key, usize>,
     /// PtlRPC XIDs of open RPCs, for bulk/reply match-bit ranges.
@@ -659,46 +741,12 @@ impl Tracker {
         if self.by_key.len() >= MAX_OPEN_RPCS {
             self.evict_oldest(out);
         }
-        let rec = RpcRecord {
-            schema_version: RPC_SCHEMA_VERSION,
-            id: self.next_id,
-            file: None,
-            client_nid: key.0.to_string(),
-            server_nid: key.1.to_string(),
-            kind,
-            xid: Some(Hex(key.2)),
-            opc: None,
-            opc_name: None,
-            op: None,
-            portal: None,
-            bytes: 0,
-            bulk_messages: 0,
-            t_start_ns: None,
-            t_req_end_ns: None,
-            t_bulk_start_ns: None,
-            t_bulk_end_ns: None,
-            t_reply_ns: None,
-            t_end_ns: None,
-            t_reply_ack_ns: None,
-            latency_us: None,
-            client_latency_us: None,
-            phases: Phases::default(),
-            early_replies: 0,
-            resends: 0,
-            status: None,
-            service_time_s: None,
-            jobid: None,
-            partial: false,
-            missing: Vec::new(),
-            first_frame: m.first.frame,
-        };
+        let rec = Draft { id: self.next_id, xid: Some(Hex(key.2)), first_frame: m.first.frame, ..Draft::default() };
         self.next_id += 1;
-        let open = Open {
+        let open = Box::new(Open {
             rec,
             kind,
             key,
-            client: key.0,
-            server: key.1,
             n_md: None,
             bulkid: None,
             bulk_mbits_seen: Vec::new(),
@@ -710,7 +758,7 @@ impl Tracker {
             client_owd_ns: 0,
             expected_bytes: 0,
             settled_at: None,
-        };
+        });
         let i = match self.free.pop() {
             Some(i) => {
                 self.slots[i] = Some(open);
@@ -778,7 +826,7 @@ impl Tracker {
         o.client_owd_ns = owd;
         // The client sent the first byte one one-way delay before the capture point saw it.
         let start = m.first.ts_ns - owd;
-        let (pk, counted) = ((o.client, o.server), o.counted_start);
+        let (pk, counted) = ((o.key.0, o.key.1), o.counted_start);
         // RPCs in flight are the client's window: an RPC the pair's server sends its client
         // (a ping, a push) is one of the pair's RPCs but not in that window, and neither is
         // an LNet ping (LNet's own, outside PtlRPC's max_rpcs_in_flight).
@@ -987,7 +1035,7 @@ impl Tracker {
                         && *seq > prev_seq
                         && *seq < next_seq
                         && match resolve(slots, *h).and_then(|i| slots[i].as_ref()) {
-                            Some(o) => o.client == hdr.src_nid,
+                            Some(o) => o.key.0 == hdr.src_nid,
                             None => *h == PARKED && parked.get(*k).is_some_and(|p| p.0 == hdr.src_nid),
                         }
                 })
@@ -1024,7 +1072,7 @@ impl Tracker {
         let i = resolve(&self.slots, h)?;
         let (kind, client, server) = {
             let o = self.slot(i);
-            (o.kind, o.client, o.server)
+            (o.kind, o.key.0, o.key.1)
         };
         if kind == Kind::LnetPing {
             self.final_reply(i, m, None, None, false);
@@ -1102,7 +1150,7 @@ impl Tracker {
         if o.rec.op.is_none() {
             o.rec.op = Some(if is_read { "read" } else { "write" });
         }
-        let pk = (o.client, o.server);
+        let pk = (o.key.0, o.key.1);
         let p = self.peer(pk.0, pk.1);
         let idx = last_ns.div_euclid(interval);
         if is_read {
@@ -1116,7 +1164,7 @@ impl Tracker {
         let o = self.slot(i);
         if let Some(start) = o.rec.t_start_ns.filter(|_| o.counted_start) {
             let latency = m.last.ts_ns - start + 2 * o.client_owd_ns;
-            let pk = (o.client, o.server);
+            let pk = (o.key.0, o.key.1);
             let p = self.peer(pk.0, pk.1);
             p.min_latency_ns = p.min_latency_ns.min(latency.max(0));
         }
@@ -1267,7 +1315,7 @@ impl Tracker {
             return;
         }
         let o = self.slot(i);
-        let (client, server, xid, bulkid, n_md, kind) = (o.client, o.server, o.key.2, o.bulkid, o.n_md, o.kind);
+        let (client, server, xid, bulkid, n_md, kind) = (o.key.0, o.key.1, o.key.2, o.bulkid, o.n_md, o.kind);
         let mine = |x: &Orphan| {
             x.client == client
                 && x.server == server
@@ -1340,7 +1388,7 @@ impl Tracker {
         self.by_key.remove(&o.key);
         self.xids.remove(&o.key);
         if let Some(b) = o.bulkid {
-            self.bulkids.remove(&(o.client, o.server, b));
+            self.bulkids.remove(&(o.key.0, o.key.1, b));
         }
         let r = &mut o.rec;
         if r.t_start_ns.is_none() && !r.missing.contains(&Missing::Request) {
@@ -1374,7 +1422,7 @@ impl Tracker {
             // The number of bulk MDs is unknown (pb_mbits not captured): if the pair had
             // messages no RPC could claim while this one ran, some may have been its bulk.
             if let (Some(a), Some(b)) = (r.t_start_ns, r.t_end_ns) {
-                let unsure = self.peers.get(&self.peer_key(o.client, o.server)).is_some_and(|p| {
+                let unsure = self.peers.get(&self.peer_key(o.key.0, o.key.1)).is_some_and(|p| {
                     p.uncertain.range(a..=b).next().is_some() || p.lost_spans.iter().any(|&(s, e)| s <= b && e >= a)
                 });
                 if unsure && !r.missing.contains(&Missing::BulkHeader) {
@@ -1385,22 +1433,9 @@ impl Tracker {
         if let Some(w) = why {
             r.missing.push(w);
         }
-        // `request_body`, `bulk_unknown` and `xid_high_bits` say what could not be seen, not that a part of the
-        // RPC is known to be missing.
-        r.partial = r.missing.iter().any(|m| m.makes_partial());
-        r.latency_us = us(r.t_start_ns, r.t_end_ns);
-        r.client_latency_us = r.latency_us.map(|l| l + 2.0 * o.client_owd_ns as f64 / 1000.0);
-        let bulk_anchor = if r.t_bulk_end_ns.is_some() { r.t_bulk_end_ns } else { r.t_req_end_ns };
-        r.phases = Phases {
-            request_us: us(r.t_start_ns, r.t_req_end_ns),
-            server_wait_us: us(r.t_req_end_ns, r.t_bulk_start_ns),
-            bulk_us: us(r.t_bulk_start_ns, r.t_bulk_end_ns),
-            server_us: us(bulk_anchor, r.t_reply_ns),
-            reply_us: us(r.t_reply_ns, r.t_end_ns),
-        };
         let interval = self.cfg.interval_ns;
-        let rec = o.rec;
-        let p = self.peer(o.client, o.server);
+        let rec = o.rec.into_record(o.kind, o.key, o.client_owd_ns);
+        let p = self.peer(o.key.0, o.key.1);
         *p.by_opc.entry(rec.opc_name.clone().unwrap_or_else(|| "unknown".into())).or_default() += 1;
         if o.counted_start {
             // The RPC leaves flight when the client has the reply (one one-way delay after
@@ -1467,6 +1502,18 @@ impl Tracker {
 
     /// End of capture: every open RPC is reported (partial where parts are missing).
     pub fn finish(&mut self, out: &mut Vec<RpcRecord>) {
+        let collected: Result<(), std::convert::Infallible> = self.finish_each(|done| {
+            out.append(done);
+            Ok(())
+        });
+        let Ok(()) = collected;
+    }
+
+    /// [`Tracker::finish`], handing the records to `emit` a batch at a time (in the order
+    /// the RPCs were first seen) rather than all at once, so that closing a full index of
+    /// open RPCs does not hold a second copy of them; `emit` drains the batch.
+    pub fn finish_each<E>(&mut self, mut emit: impl FnMut(&mut Vec<RpcRecord>) -> Result<(), E>) -> Result<(), E> {
+        const BATCH: usize = 1024;
         self.flush_reply_runs();
         let left: usize = self.reply_runs.values().map(|r| r.pending.len()).sum();
         if left > 0 {
@@ -1481,14 +1528,19 @@ impl Tracker {
         let mut open: Vec<(u64, usize)> =
             self.slots.iter().enumerate().filter_map(|(i, o)| o.as_ref().map(|o| (o.rec.id, i))).collect();
         open.sort_unstable();
-        for (_, i) in open {
-            self.close(i, out, None);
+        let mut done = Vec::with_capacity(BATCH);
+        for chunk in open.chunks(BATCH) {
+            for &(_, i) in chunk {
+                self.close(i, &mut done, None);
+            }
+            emit(&mut done)?;
         }
         for p in self.peers.values_mut() {
             p.rif.finish();
             p.mif[0].finish();
             p.mif[1].finish();
         }
+        Ok(())
     }
 
     /// Inferred REPLYs still waiting for a decoded REPLY at the end (their run ended the
@@ -1509,7 +1561,7 @@ impl Tracker {
                 .filter(|((n, _), (h, seq, _))| {
                     *n == server
                         && *seq > run.last_seq
-                        && resolve(slots, *h).and_then(|i| slots[i].as_ref()).is_some_and(|o| o.client == client)
+                        && resolve(slots, *h).and_then(|i| slots[i].as_ref()).is_some_and(|o| o.key.0 == client)
                 })
                 .map(|(k, (_, seq, sink))| (*k, *seq, *sink))
                 .collect();

@@ -4,6 +4,8 @@
 //! portal, early replies (adaptive timeouts) first, the final one perhaps asking for an
 //! LNet ACK. A resend is the same XID again before the reply.
 
+use std::borrow::Cow;
+
 use lnetcap_lnet::message::{App, Message};
 use lnetcap_lnet::nid::Nid;
 use lnetcap_lnet::wire::{LnetHdr, Wmd};
@@ -37,7 +39,7 @@ impl Tracker {
         if let App::Ptlrpc(r) = app {
             if let Some(opc) = r.opc {
                 o.rec.opc = Some(opc);
-                o.rec.opc_name = Some(opc_name(opc).map_or_else(|| format!("opc{opc}"), str::to_string));
+                o.rec.opc_name = Some(opc_name(opc).map_or_else(|| format!("opc{opc}").into(), Cow::Borrowed));
                 o.rec.op = match opc {
                     3 => Some("read"),
                     4 => Some("write"),
@@ -88,7 +90,8 @@ impl Tracker {
             let o = self.slot(i);
             if o.rec.opc.is_none() {
                 o.rec.opc = r.opc;
-                o.rec.opc_name = r.opc.map(|opc| opc_name(opc).map_or_else(|| format!("opc{opc}"), str::to_string));
+                o.rec.opc_name =
+                    r.opc.map(|opc| opc_name(opc).map_or_else(|| format!("opc{opc}").into(), Cow::Borrowed));
             }
         }
         if early {

@@ -51,7 +51,7 @@ impl Tracker {
                 (Kind::LstPing, _) => "PING",
                 _ => srpc::type_name(s.msg_type),
             }
-            .to_string(),
+            .into(),
         );
         o.rec.op = match s.brw_rw {
             Some(1) => Some("read"),
