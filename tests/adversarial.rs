@@ -134,12 +134,14 @@ fn lengths_that_lie_and_windows_that_never_open() {
     assert_eq!(sum("bytes_skipped"), 960_000, "and its 96 bytes skipped");
     assert!(mib <= 256.0, "huge-length: {mib:.0} MiB");
     // A zero window held for 200,000 s of capture time: two packets a probe. Nothing is
-    // held per probe; the per-interval series (100 ms) span the 2,000,000 intervals of the
-    // capture's 55 hours: memory grows with the series' length (ARCHITECTURE.md), 409 MiB
-    // measured. A bound on series length is the next step (closing note).
+    // held per probe, and no series spans more than MAX_SERIES_INTERVALS (65,536)
+    // intervals: the capture's 55 hours double the 100 ms interval five times, to 3.2 s
+    // (200,000 s / 65,536 = 3.05 s). 409 MiB before the bound, 34 MiB with it.
     let (r, t, mib) = run("zero-window", 1_000_000);
     check_frames(&r, &t, 3);
-    assert!(mib <= 512.0, "zero-window: {mib:.0} MiB");
+    assert_eq!(limit(&r, "MAX_SERIES_INTERVALS"), 5, "100 ms doubled five times");
+    assert_eq!(r["files"][0]["series_interval_ns"], 3_200_000_000i64);
+    assert!(mib <= 64.0, "zero-window: {mib:.0} MiB");
 }
 
 #[test]

@@ -252,7 +252,10 @@ impl Snapshot<'_> {
 
     /// Adds the source's file, peers and connections to `report`; returns the peers added.
     fn add_to(&self, report: &mut Report, complete: bool) -> usize {
-        let (st, pipe, name, cfg) = (self.state, self.pipe, self.name, self.cfg);
+        let (st, pipe, name) = (self.state, self.pipe, self.name);
+        // The series' interval as it ended (coarser than asked on a long capture).
+        let interval_ns = st.tracker.interval_ns();
+        let cfg = &AnalysisConfig { interval_ns, ..self.cfg.clone() };
         let summary = pipe.summary();
         report.files.push(FileReport {
             file: name.to_string(),
@@ -262,7 +265,8 @@ impl Snapshot<'_> {
             unmatched_messages: st.tracker.unmatched.clone(),
             live: None,
             interrupted_at: None,
-            limits: limit_hits(&summary, &st.tracker),
+            limits: limit_hits(&summary, &st.tracker, pipe.series_doublings()),
+            series_interval_ns: (interval_ns != self.cfg.interval_ns).then_some(interval_ns),
         });
         let reports = st.tracker.reports();
         report.connections.extend(connection_entries(pipe, &summary, &reports, name, cfg.interval_ns));
@@ -281,7 +285,11 @@ impl Snapshot<'_> {
 
 /// The named limits a source reached: from the flow table's retirements, the summary's
 /// folding and the RPC tracker's indexes.
-fn limit_hits(summary: &lnetcap_lnet::DecodeSummary, tracker: &Tracker) -> Vec<crate::report::LimitHit> {
+fn limit_hits(
+    summary: &lnetcap_lnet::DecodeSummary,
+    tracker: &Tracker,
+    series_doublings: u32,
+) -> Vec<crate::report::LimitHit> {
     use crate::report::LimitHit;
     let unmatched = |k: &str| tracker.unmatched.get(k).copied().unwrap_or(0);
     let hits = [
@@ -327,6 +335,12 @@ fn limit_hits(summary: &lnetcap_lnet::DecodeSummary, tracker: &Tracker) -> Vec<c
             count: unmatched("zc_index_full"),
             effect: "zero-copy messages not indexed: their ZC-ACKs count as unmatched",
         },
+        LimitHit {
+            limit: "MAX_SERIES_INTERVALS",
+            value: lnetcap_tcp::limits::MAX_SERIES_INTERVALS as u64,
+            count: u64::from(series_doublings),
+            effect: "the capture spans more intervals than a series keeps: the interval was doubled this many times (files[].series_interval_ns), neighbouring intervals merged",
+        },
     ];
     hits.into_iter().filter(|h| h.count > 0).collect()
 }
@@ -349,6 +363,9 @@ impl Rpcs {
     ) -> anyhow::Result<()> {
         let messages = sink.wants_messages();
         self.tracker.forget_folded(pipe.folded_connections());
+        // The pipeline doubled its series interval (MAX_SERIES_INTERVALS): the RPC
+        // series follow before these messages count.
+        self.tracker.coarsen(pipe.series_interval_ns());
         for ev in events.drain(..) {
             match ev {
                 LnetEvent::Message(m) => {

@@ -89,6 +89,12 @@ pub struct FileReport {
     /// Absent when none was reached.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub limits: Vec<LimitHit>,
+    /// The interval of this source's time series (its peers' and connections' series and
+    /// per-interval models), ns, when coarser than the report's `interval_ns`: a capture
+    /// spanning more than `MAX_SERIES_INTERVALS` intervals has them doubled until it fits.
+    /// Absent when it is the report's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series_interval_ns: Option<i64>,
 }
 
 /// A named limit reached while analysing a source.
@@ -252,6 +258,14 @@ pub struct Report {
     pub connections: Vec<ConnectionEntry>,
     /// Fits across the captures (with two or more peers in all).
     pub fits: Option<Fits>,
+}
+
+impl Report {
+    /// The interval of the time series of the source named `file`, ns: the report's
+    /// `interval_ns` unless that source's series were coarsened (`series_interval_ns`).
+    pub fn interval_of(&self, file: &str) -> i64 {
+        self.files.iter().find(|f| f.file == file).and_then(|f| f.series_interval_ns).unwrap_or(self.interval_ns)
+    }
 }
 
 /// Models fitted across captures of one workload (seeds 002 and 003).

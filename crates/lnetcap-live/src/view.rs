@@ -77,7 +77,7 @@ impl LiveView {
     /// The view of `report` (a snapshot of one live source) whose last packet came at
     /// `last_ns`; `counters` and `elapsed_s` from the source.
     pub fn new(source: &str, report: &Report, last_ns: Option<i64>, counters: &Counters, elapsed_s: f64) -> Self {
-        let interval = report.interval_ns.max(1);
+        let interval = report.interval_of(source).max(1);
         // Intervals that ended before the last packet are complete.
         let complete_before = last_ns.map_or(i64::MIN, |t| t.div_euclid(interval) * interval);
         let peers = report.peers.iter().map(|p| row(p, report, interval, complete_before)).collect();

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use lnetcap_capture::{decode_packet, NotTcp, Packet};
+use lnetcap_tcp::limits::MAX_SERIES_INTERVALS;
 use lnetcap_tcp::{ConnId, Connection, Dir, FlowTable, Stamp, StreamEvent, StreamSink, Verdict};
 use serde::Serialize;
 
@@ -399,6 +400,10 @@ pub struct Pipeline {
     clock_steps: u64,
     /// The latest step, for the caller to report: (frame, raw timestamp, jump, shift).
     clock_step: Option<(u64, i64, i64, i64)>,
+    /// Earliest and latest timestamp seen (after clock steps), for the series' span.
+    ts_range: Option<(i64, i64)>,
+    /// Times the series interval was doubled (`MAX_SERIES_INTERVALS`).
+    series_doublings: u32,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -438,6 +443,8 @@ impl Pipeline {
             clock_offset: 0,
             clock_steps: 0,
             clock_step: None,
+            ts_range: None,
+            series_doublings: 0,
         }
     }
 
@@ -452,6 +459,7 @@ impl Pipeline {
         self.frames += 1;
         let stamp = Stamp { frame: pkt.frame, ts_ns: self.clock(pkt.frame, pkt.ts_ns) };
         self.last = stamp;
+        self.bound_series(stamp.ts_ns);
         let res = match decode_packet(pkt.linktype, pkt.data, pkt.origlen) {
             Ok(seg) => {
                 let o = self.table.process(&seg, stamp, &mut self.dec);
@@ -492,6 +500,35 @@ impl Pipeline {
             }
         }
         ts
+    }
+
+    /// Keeps every time series within `MAX_SERIES_INTERVALS` intervals: when the capture's
+    /// span reaches that many, the interval doubles (as often as needed) and the series
+    /// kept so far are merged into the coarser buckets.
+    fn bound_series(&mut self, ts: i64) {
+        let (lo, hi) = self.ts_range.map_or((ts, ts), |(lo, hi)| (lo.min(ts), hi.max(ts)));
+        self.ts_range = Some((lo, hi));
+        let span = hi.saturating_sub(lo);
+        let mut ns = self.table.series_interval();
+        if span < ns.saturating_mul(MAX_SERIES_INTERVALS) {
+            return;
+        }
+        while span / ns >= MAX_SERIES_INTERVALS {
+            ns = ns.saturating_mul(2);
+            self.series_doublings += 1;
+        }
+        self.table.coarsen_series(ns);
+    }
+
+    /// The interval of the time series, ns: the one asked for, doubled as often as the
+    /// capture's span required (`series_doublings`).
+    pub fn series_interval_ns(&self) -> i64 {
+        self.table.series_interval()
+    }
+
+    /// Times the series interval was doubled to stay within `MAX_SERIES_INTERVALS`.
+    pub fn series_doublings(&self) -> u32 {
+        self.series_doublings
     }
 
     /// The latest clock step since asked: (frame, its raw timestamp, its jump from the

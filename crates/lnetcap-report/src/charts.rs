@@ -213,13 +213,14 @@ fn err<E: std::fmt::Display>(e: E) -> String {
 
 fn draw<DB: DrawingBackend>(r: &Report, c: &Chart, area: &DrawingArea<DB, Shift>) -> Res {
     area.fill(&WHITE).map_err(err)?;
-    let dt = r.interval_ns.max(1) as f64 / 1e9;
+    // A peer's series are at its source's interval (coarser than asked on a long capture).
+    let dt = |p: &PeerEntry| r.interval_of(&p.file).max(1) as f64 / 1e9;
     match c.kind {
-        Kind::Throughput(i) => throughput(area, &c.title, &r.peers[i], peer_t0(r, &r.peers[i]), dt),
-        Kind::InFlight(i) => in_flight(area, &c.title, &r.peers[i], peer_t0(r, &r.peers[i]), dt),
+        Kind::Throughput(i) => throughput(area, &c.title, &r.peers[i], peer_t0(r, &r.peers[i]), dt(&r.peers[i])),
+        Kind::InFlight(i) => in_flight(area, &c.title, &r.peers[i], peer_t0(r, &r.peers[i]), dt(&r.peers[i])),
         Kind::Tcp { peer, conn, dir } => {
             let p = &r.peers[peer];
-            tcp(area, &c.title, p, &r.connections[conn].directions[dir], peer_t0(r, p), dt)
+            tcp(area, &c.title, p, &r.connections[conn].directions[dir], peer_t0(r, p), dt(p))
         }
         Kind::Latency(i) => latency(area, &c.title, &r.peers[i]),
         Kind::Phases => phases(area, &c.title, &r.peers),

@@ -61,6 +61,21 @@ figure { margin: 10px 0 18px; } figcaption { font-size: 13px; color: #555; margi
 .warn { color: #a04000; }
 "#;
 
+/// The sources whose series were coarsened to stay within MAX_SERIES_INTERVALS, with
+/// their interval: " (a.pcap: 3200 ms, a long capture)", or nothing.
+fn coarsened(r: &Report) -> String {
+    let v: Vec<String> = r
+        .files
+        .iter()
+        .filter_map(|f| f.series_interval_ns.map(|ns| format!("{}: {} ms", esc(&f.file), ns / 1_000_000)))
+        .collect();
+    if v.is_empty() {
+        String::new()
+    } else {
+        format!(" ({}; a long capture: MAX_SERIES_INTERVALS)", v.join(", "))
+    }
+}
+
 /// Writes the page.
 pub fn write_html(out: &mut impl Write, r: &Report) -> Result<()> {
     let interval_ns = r.interval_ns;
@@ -78,10 +93,11 @@ pub fn write_html(out: &mut impl Write, r: &Report) -> Result<()> {
     writeln!(out, "<h1>lnetcap report</h1>")?;
     writeln!(
         out,
-        "<div class=\"sub\">{} · {} · interval {} ms · MB = 10<sup>6</sup> bytes · schema {}</div>",
+        "<div class=\"sub\">{} · {} · interval {} ms{} · MB = 10<sup>6</sup> bytes · schema {}</div>",
         esc(&r.tool),
         esc(&files.join(", ")),
         interval_ns / 1_000_000,
+        coarsened(r),
         r.schema_version
     )?;
 

@@ -102,6 +102,14 @@ impl StepSeries {
         self.tolerance_ns = self.tolerance_ns.max(tolerance_ns);
     }
 
+    /// Keeps the series at `interval_ns` (a multiple of the current interval) from now
+    /// on: the per-interval summaries kept so far are merged into the coarser ones.
+    pub fn coarsen(&mut self, interval_ns: i64) {
+        let old = self.interval_ns;
+        self.interval_ns = interval_ns.max(1);
+        regroup_index(&mut self.intervals, old, self.interval_ns, |a, b| (a.0 + b.0, a.1.max(b.1), a.2 + b.2));
+    }
+
     /// Schedules a whole interval [start, end): the tolerance never makes it negative.
     pub fn push_interval(&mut self, start: i64, end: i64) {
         // At least 1 ns, so that the interval's own increase comes before its decrease.
@@ -221,6 +229,23 @@ impl StepSeries {
     /// Current level.
     pub fn level(&self) -> i64 {
         self.level
+    }
+}
+
+/// Re-keys a map by interval index (`t.div_euclid(from_ns)`) to indexes of `to_ns`, a
+/// multiple of `from_ns`, merging in time order the entries that fall in one new interval.
+pub fn regroup_index<V: Copy>(map: &mut BTreeMap<i64, V>, from_ns: i64, to_ns: i64, merge: impl Fn(V, V) -> V) {
+    if from_ns == to_ns {
+        return;
+    }
+    for (i, v) in std::mem::take(map) {
+        let k = i.saturating_mul(from_ns).div_euclid(to_ns);
+        match map.last_entry() {
+            Some(mut e) if *e.key() == k => *e.get_mut() = merge(*e.get(), v),
+            _ => {
+                map.insert(k, v);
+            }
+        }
     }
 }
 

@@ -28,7 +28,7 @@ use crate::limits::{
     REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS, STEP_TOLERANCE_PER_LOOP, SUSTAINED_NS,
 };
 use crate::report::{IntervalRow, MessagesDirection, Missing, Phases, RpcRecord};
-use crate::stats::{Log2Hist, Quantiles, StepSeries};
+use crate::stats::{regroup_index, Log2Hist, Quantiles, StepSeries};
 
 mod cut;
 mod ping;
@@ -719,6 +719,31 @@ impl Tracker {
         for (_, i) in open {
             self.evicted += 1;
             self.close(i, out, Some(Missing::Evicted));
+        }
+    }
+
+    /// The interval of its series, ns.
+    pub fn interval_ns(&self) -> i64 {
+        self.cfg.interval_ns
+    }
+
+    /// Keeps every pair's series at `interval_ns` (a multiple of the current interval)
+    /// from now on, merging what was kept into the coarser intervals; the decode
+    /// pipeline's series coarsen at the same time (`Pipeline::series_interval_ns`).
+    pub fn coarsen(&mut self, interval_ns: i64) {
+        let old = self.cfg.interval_ns;
+        if interval_ns == old {
+            return;
+        }
+        self.cfg.interval_ns = interval_ns;
+        for p in self.peers.values_mut() {
+            p.rif.coarsen(interval_ns);
+            for s in &mut p.mif {
+                s.coarsen(interval_ns);
+            }
+            regroup_index(&mut p.completed, old, interval_ns, |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2));
+            regroup_index(&mut p.bulk_read, old, interval_ns, |a, b| a + b);
+            regroup_index(&mut p.bulk_write, old, interval_ns, |a, b| a + b);
         }
     }
 

@@ -45,3 +45,10 @@ pub const MAX_OPEN_CONNECTIONS: usize = 1 << 15;
 /// How far beyond the highest byte seen an acknowledgement may reach and still be used to
 /// declare holes lost (the largest scaled TCP window is 2^30 bytes).
 pub const MAX_ACK_AHEAD: u64 = 1 << 30;
+
+/// Intervals a time series may span: once a source's capture time has run this many
+/// intervals, every series of the source — TCP behaviour here, RPCs and messages in flight
+/// and throughput in lnetcap-rpc — doubles its interval, merging neighbouring buckets, so a
+/// series holds at most this many buckets however long the capture. 65,536 intervals are
+/// 1.8 h at the default 100 ms; a 55-hour capture ends at 3.2 s.
+pub const MAX_SERIES_INTERVALS: i64 = 1 << 16;

@@ -609,6 +609,21 @@ pub(crate) struct SegInfo<'a> {
     pub options: &'a [u8],
 }
 
+/// Re-keys a series (interval start → bucket) at `series_ns`, merging in time order the
+/// buckets that fall in one new interval.
+pub fn regroup<B: Copy>(series: &mut BTreeMap<i64, B>, series_ns: i64, merge: impl Fn(B, B) -> B) {
+    let old = std::mem::take(series);
+    for (k, b) in old {
+        let k = k.div_euclid(series_ns) * series_ns;
+        match series.last_entry() {
+            Some(mut e) if *e.key() == k => *e.get_mut() = merge(*e.get(), b),
+            _ => {
+                series.insert(k, b);
+            }
+        }
+    }
+}
+
 /// Both directions of a connection.
 #[derive(Debug)]
 pub(crate) struct ConnPerf {
@@ -659,6 +674,19 @@ impl ConnPerf {
     /// Both directions, with a loop series per `series_ns`.
     pub(crate) fn new(series_ns: i64) -> Self {
         Self { dirs: Default::default(), series_ns: series_ns.max(1), owd_cache: ([0, 0], [0, 0]) }
+    }
+
+    /// Its series interval, ns.
+    pub(crate) fn series_ns(&self) -> i64 {
+        self.series_ns
+    }
+
+    /// Keeps its series at `series_ns` from now on, re-bucketing what it has.
+    pub(crate) fn coarsen(&mut self, series_ns: i64) {
+        self.series_ns = series_ns;
+        for d in &mut self.dirs {
+            d.perf.coarsen(series_ns);
+        }
     }
 
     /// One-way delay between the capture point and each direction's sender, half the
@@ -790,6 +818,29 @@ impl DirPerf {
             data_ack_avg_ns: (self.data_ack_n > 0).then(|| self.data_ack_sum_ns as f64 / self.data_ack_n as f64),
             data_ack_samples: self.data_ack_n as usize,
         }
+    }
+
+    /// Re-buckets the three series at `series_ns`, a multiple of the interval they were
+    /// kept at: each new bucket merges the old ones it covers (see `MAX_SERIES_INTERVALS`).
+    pub(crate) fn coarsen(&mut self, series_ns: i64) {
+        regroup(&mut self.loop_series, series_ns, |a, b| LoopBucket {
+            min: a.min.min(b.min),
+            sum: a.sum + b.sum,
+            n: a.n + b.n,
+        });
+        regroup(&mut self.tx_series, series_ns, |a, b| TxBucket {
+            bytes: a.bytes + b.bytes,
+            segments: a.segments + b.segments,
+            retransmits: a.retransmits + b.retransmits,
+        });
+        regroup(&mut self.flight_series, series_ns, |a, b| FlightBucket {
+            max_flight: a.max_flight.max(b.max_flight),
+            cwnd: a.cwnd.max(b.cwnd),
+            // The later bucket's last advertised window (the merge goes in time order).
+            rwnd: if b.samples > 0 { b.rwnd } else { a.rwnd },
+            samples: a.samples + b.samples,
+            recovery: a.recovery + b.recovery,
+        });
     }
 
     /// Adds a bytes-in-flight sample to the series; the idle time that restarts the

@@ -297,6 +297,30 @@ impl FlowTable {
         self
     }
 
+    /// The interval of the time series, ns (coarser than asked once the capture has run
+    /// [`crate::limits::MAX_SERIES_INTERVALS`] of them: see [`FlowTable::coarsen_series`]).
+    pub fn series_interval(&self) -> i64 {
+        self.series_ns
+    }
+
+    /// Keeps every connection's series (followed or retired) at `ns`, a multiple of the
+    /// current interval, from now on: their buckets are merged into the coarser ones.
+    pub fn coarsen_series(&mut self, ns: i64) {
+        debug_assert!(ns % self.series_ns == 0 && ns >= self.series_ns);
+        self.series_ns = ns;
+        for e in &mut self.slots {
+            match e {
+                Entry::Live(s) if s.perf.series_ns() != ns => s.perf.coarsen(ns),
+                Entry::Retired(r) => {
+                    for d in r.perf.iter_mut().flat_map(|p| p.iter_mut()) {
+                        d.coarsen(ns);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Sets the most connections followed at once (default [`MAX_OPEN_CONNECTIONS`]).
     pub fn with_max_open(mut self, n: usize) -> Self {
         self.max_open = n.max(8);
