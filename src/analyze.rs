@@ -21,7 +21,7 @@ use lnetcap_rpc::RpcRecord;
 
 use crate::exit;
 use crate::input::{open, Stderr};
-use crate::output::Staged;
+use lnetcap_report::output::Staged;
 
 #[derive(Args, Debug)]
 pub(crate) struct AnalyzeArgs {

@@ -13,7 +13,6 @@ mod diff;
 mod gate;
 mod input;
 mod live;
-mod output;
 mod synth;
 
 /// Exit codes (also documented in README.md).

@@ -482,3 +482,82 @@ fn slurm_job_array_and_merge_equal_the_single_run_and_a_failed_shard_cancels_the
     assert!(err.contains("CANCELLED (DependencyNeverSatisfied)"), "{err}");
     assert!(!dir.join("broken/manifest.json").exists(), "nothing merged");
 }
+
+/// Whether a dataset file is whole by its own structure: Parquet starts and ends with its
+/// magic and its footer fits; JSON parses; HTML ends its document.
+fn whole(path: &Path, bytes: &[u8]) -> bool {
+    let name = path.to_string_lossy();
+    if name.ends_with(".parquet") {
+        let n = bytes.len();
+        n >= 12 && &bytes[..4] == b"PAR1" && &bytes[n - 4..] == b"PAR1" && {
+            let footer = u32::from_le_bytes(bytes[n - 8..n - 4].try_into().unwrap()) as usize;
+            footer + 12 <= n
+        }
+    } else if name.ends_with(".json") {
+        serde_json::from_slice::<Value>(bytes).is_ok()
+    } else if name.ends_with(".html") {
+        bytes.ends_with(b"</html>\n")
+    } else {
+        true
+    }
+}
+
+#[test]
+fn a_batch_killed_at_any_moment_leaves_every_file_whole_and_a_rerun_completes_it() {
+    let dir = tmpdir("kill");
+    std::fs::create_dir_all(dir.join("in")).unwrap();
+    for (s, rpcs) in
+        [("ost-write", "150"), ("ost-read", "150"), ("multi", "60"), ("lst-write", "150"), ("metadata", "1")]
+    {
+        let o = lnetcap(&["synth", "--scenario", s, "--rpcs", rpcs, "-o", &format!("in/{s}.pcap")], &dir);
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::remove_file(dir.join(format!("in/{s}.pcap.truth.jsonl"))).unwrap();
+    }
+    let t = std::time::Instant::now();
+    let clean = lnetcap(&["batch", "in", "--out", "clean", "--html"], &dir);
+    let took = t.elapsed();
+    assert!(clean.status.success(), "{}", stderr(&clean));
+    let visible = |root: &Path| -> Vec<(String, Vec<u8>)> {
+        tree(root).into_iter().filter(|(p, _)| !p.split('/').any(|c| c.starts_with('.'))).collect()
+    };
+    let clean = visible(&dir.join("clean"));
+    let clean_map: std::collections::BTreeMap<_, _> = clean.iter().cloned().collect();
+    let out = dir.join("out");
+    let (mut whole_files, mut partial_runs) = (0, 0);
+    for k in 0..9u32 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lnetcap"))
+            .args(["batch", "in", "--out", "out", "--html", "--force"])
+            .current_dir(&dir)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let at = took.mul_f64((f64::from(k) + 0.37) / 8.0);
+        std::thread::sleep(at);
+        let _ = child.kill();
+        let _ = child.wait();
+        let now = if out.exists() { visible(&out) } else { vec![] };
+        partial_runs += usize::from(now.len() < clean.len());
+        for (name, bytes) in &now {
+            assert!(whole(Path::new(name), bytes), "{name} is not whole after a kill at {at:?}");
+            // The tables and reports are deterministic: a file in place is the clean run's
+            // (the manifest and index.html list what this run got to).
+            if name.contains("capture=") || name.starts_with("captures/") {
+                assert!(clean_map.get(name) == Some(bytes), "{name} differs from the clean run after a kill at {at:?}");
+            }
+            whole_files += 1;
+        }
+    }
+    assert!(whole_files > 0, "some kills came after files were written");
+    // A run to the end over what the kills left gives the clean dataset.
+    let o = lnetcap(&["batch", "in", "--out", "out", "--html"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let done = visible(&out);
+    assert_eq!(done.iter().map(|f| &f.0).collect::<Vec<_>>(), clean.iter().map(|f| &f.0).collect::<Vec<_>>());
+    for (a, b) in done.iter().zip(&clean) {
+        assert!(a.1 == b.1, "{} differs from the clean run after the kills and a rerun", a.0);
+    }
+    let left: Vec<String> = tree(&out).into_iter().map(|f| f.0).filter(|p| p.contains("/.")).collect();
+    assert!(left.is_empty(), "temporaries a killed run left are removed by the next: {left:?}");
+    eprintln!("batch took {took:?}; {whole_files} files checked whole, {partial_runs} of 9 kills mid-run");
+    let _ = std::fs::remove_dir_all(&dir);
+}

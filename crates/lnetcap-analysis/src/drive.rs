@@ -157,7 +157,9 @@ fn warnings<S: PacketSource + ?Sized>(name: &str, source: &mut S, pipe: &mut Pip
         return;
     }
     for w in source.drain_warnings() {
-        pipe.count_unreadable_frame();
+        if !w.frame_delivered() {
+            pipe.count_unreadable_frame();
+        }
         obs.notice(name, Notice::Warning(w.to_string()));
     }
 }

@@ -3,7 +3,6 @@
 //! holds no run-time field (no clock, no host), so a sharded and merged run writes the
 //! same manifest as a single run.
 
-use std::io::Write;
 use std::path::Path;
 
 use lnetcap_report::index::FleetPeer;
@@ -147,12 +146,5 @@ impl Manifest {
     }
 }
 
-/// Writes a file whole or not at all: a temporary name in the same directory, renamed.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    f.sync_all().ok();
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
-}
+/// Writes a file whole or not at all (the CLI's staging: a temporary file beside it, renamed).
+pub use lnetcap_report::output::write_atomic;

@@ -1,20 +1,21 @@
 //! One unit analysed: its captures through the analysis entry point, their reports and
 //! table partitions written, their summaries returned for the manifest.
 
-use std::io::BufWriter;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use lnetcap_analysis::{Analysis, AnalysisConfig, FileAnalysis, Notice, Observer, Sink};
 use lnetcap_capture::CaptureReader;
 use lnetcap_report::index::FleetPeer;
+use lnetcap_report::output::Staged;
 use lnetcap_report::tables::{TableError, TableFormat, TableOut, TableSet};
 use lnetcap_rpc::RpcRecord;
 
 use crate::archive::{self, MemberSource};
 use crate::chain::{Cursor, Piece};
 use crate::discover::Input;
-use crate::manifest::{write_atomic, CaptureRecord, UnitRecord};
+use crate::manifest::{CaptureRecord, UnitRecord};
 use crate::plan::{output_id, Survey, Unit, UnitKind};
 use crate::Ui;
 
@@ -46,6 +47,26 @@ pub fn remove_capture(dir: &Path, id: &str) {
     let _ = std::fs::remove_dir_all(dir.join("captures").join(id));
     for t in TABLES {
         let _ = std::fs::remove_dir_all(partition(dir, t, id));
+    }
+}
+
+/// Removes what a capture's report directory and partitions hold except `keep` (the
+/// files about to be renamed over, and their temporaries): the previous run's outputs
+/// that the new one does not replace, and temporaries a killed run left.
+fn remove_capture_except(dir: &Path, id: &str, keep: &[PathBuf]) {
+    // Compared as absolute paths (tempfile names its files absolutely).
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let keep: Vec<PathBuf> = keep.iter().map(|p| abs(p)).collect();
+    let dirs = std::iter::once(dir.join("captures").join(id)).chain(TABLES.iter().map(|t| partition(dir, t, id)));
+    for d in dirs {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            if keep.contains(&abs(&p)) {
+                continue;
+            }
+            let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        }
     }
 }
 
@@ -102,6 +123,8 @@ struct Open {
     name: String,
     fa: FileAnalysis,
     sink: TableSink,
+    /// Its report and table partitions, renamed into place together when it closes.
+    staged: Staged,
     pieces: Vec<String>,
     cuts: Vec<crate::chain::Cut>,
     complete: bool,
@@ -110,15 +133,17 @@ struct Open {
 impl Open {
     fn new(name: String, ctx: &Ctx<'_>) -> anyhow::Result<Self> {
         let id = output_id(&name);
-        remove_capture(ctx.dir, &id);
-        let tables = TableSet::new(TableFormat::Parquet, partitions(ctx.dir.to_path_buf(), id.clone()))?;
+        let staged = Staged::default();
+        let tables =
+            TableSet::new(TableFormat::Parquet, partitions(ctx.dir.to_path_buf(), id.clone(), staged.clone()))?;
         let fa = FileAnalysis::new(&name, ctx.cfg);
-        Ok(Self { id, name, fa, sink: TableSink { tables, rpcs: 0 }, pieces: vec![], cuts: vec![], complete: true })
+        let sink = TableSink { tables, rpcs: 0 };
+        Ok(Self { id, name, fa, sink, staged, pieces: vec![], cuts: vec![], complete: true })
     }
 
     /// Ends the capture: report, tables, summary.
     fn close(self, ctx: &Ctx<'_>) -> anyhow::Result<CaptureRecord> {
-        let Self { id, name, fa, mut sink, pieces, cuts, complete } = self;
+        let Self { id, name, fa, mut sink, staged, pieces, cuts, complete } = self;
         let mut analysis = Analysis::new(ctx.cfg.clone());
         analysis.add_file(fa, complete, &mut sink)?;
         let report = analysis.finish();
@@ -126,14 +151,18 @@ impl Open {
         tables.finish(&report)?;
         let cdir = ctx.dir.join("captures").join(&id);
         std::fs::create_dir_all(&cdir).with_context(|| format!("creating {}", cdir.display()))?;
-        let mut json = serde_json::to_vec_pretty(&report)?;
-        json.push(b'\n');
-        write_atomic(&cdir.join("report.json"), &json)?;
+        let mut json = staged.create(&cdir.join("report.json"))?;
+        serde_json::to_writer_pretty(&mut json, &report)?;
+        json.write_all(b"\n")?;
+        drop(json);
         if ctx.html {
-            let mut page = Vec::new();
+            let mut page = staged.create(&cdir.join("report.html"))?;
             lnetcap_report::html::write_html(&mut page, &report)?;
-            write_atomic(&cdir.join("report.html"), &page)?;
         }
+        // The previous run's outputs of this capture give way to the new ones, each file
+        // whole at every moment: a run killed before this leaves the old ones.
+        remove_capture_except(ctx.dir, &id, &staged.paths());
+        staged.commit()?;
         let file = report.files.first();
         let value = serde_json::to_value(&report.peers)?;
         let peers = value.as_array().map(|a| a.iter().map(fleet_peer).collect()).unwrap_or_default();
@@ -171,7 +200,7 @@ fn fleet_peer(p: &serde_json::Value) -> FleetPeer {
 
 /// Table files of capture `id` as partitions of the dataset; the `messages` table is not
 /// part of a batch dataset.
-fn partitions(dir: PathBuf, id: String) -> lnetcap_report::tables::OpenTable {
+fn partitions(dir: PathBuf, id: String, staged: Staged) -> lnetcap_report::tables::OpenTable {
     Box::new(move |file_name: &str| {
         let table = file_name.split('.').next().unwrap_or(file_name);
         if !TABLES.contains(&table) {
@@ -180,8 +209,9 @@ fn partitions(dir: PathBuf, id: String) -> lnetcap_report::tables::OpenTable {
         let part = partition(&dir, table, &id);
         std::fs::create_dir_all(&part).map_err(|e| TableError(format!("creating {}: {e}", part.display())))?;
         let path = part.join(format!("part-0.{}", TableFormat::Parquet.extension()));
-        let f = std::fs::File::create(&path).map_err(|e| TableError(format!("creating {}: {e}", path.display())))?;
-        Ok(Box::new(BufWriter::with_capacity(1 << 16, f)) as TableOut)
+        // Staged: the partition appears, whole, when the capture's outputs are committed.
+        let f = staged.create(&path).map_err(|e| TableError(format!("creating {}: {e}", path.display())))?;
+        Ok(Box::new(f) as TableOut)
     })
 }
 

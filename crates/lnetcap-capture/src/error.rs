@@ -43,4 +43,25 @@ pub enum CaptureError {
         /// What is wrong.
         reason: String,
     },
+    /// A record read and analysed as captured although its header cannot be true (more
+    /// bytes captured than the frame had): a notice, not a frame lost.
+    #[error("suspect {container} record at offset {offset} (frame {frame}): {reason}")]
+    Suspect {
+        /// "pcap" or "pcapng".
+        container: &'static str,
+        /// Byte offset of the record.
+        offset: u64,
+        /// Frame number of the record.
+        frame: u64,
+        /// What is wrong, and what was done.
+        reason: String,
+    },
+}
+
+impl CaptureError {
+    /// The frame was delivered anyway ([`CaptureError::Suspect`]): the warning must not
+    /// count it as unreadable.
+    pub fn frame_delivered(&self) -> bool {
+        matches!(self, Self::Suspect { .. })
+    }
 }

@@ -136,6 +136,8 @@ pub struct CaptureReader {
     interfaces: Vec<Interface>,
     last_ts_ns: i64,
     warnings: Vec<CaptureError>,
+    /// Records whose caplen exceeded their len (see `suspect_caplen`).
+    caplen_over_len: u64,
     input_total: Option<u64>,
     input_counter: Option<Counter>,
 }
@@ -239,6 +241,7 @@ impl CaptureReader {
             interfaces: Vec::new(),
             last_ts_ns: 0,
             warnings: Vec::new(),
+            caplen_over_len: 0,
             input_total: total,
             input_counter: counter,
         };
@@ -468,6 +471,9 @@ impl CaptureReader {
                     let start = self.pos + p.data_start;
                     self.pos += p.consumed;
                     self.frame += 1;
+                    if p.data_len > p.origlen as usize {
+                        self.suspect_caplen(offset, p.data_len, p.origlen);
+                    }
                     self.last_ts_ns = p.ts_ns;
                     return Ok(Some(Packet {
                         frame: self.frame,
@@ -481,6 +487,31 @@ impl CaptureReader {
                 }
             }
         }
+    }
+}
+
+impl CaptureReader {
+    /// A record with more bytes captured than its frame had: named once per source (the
+    /// first such record, with its frame and offset), counted, and read as captured.
+    fn suspect_caplen(&mut self, offset: u64, caplen: usize, origlen: u32) {
+        self.caplen_over_len += 1;
+        if self.caplen_over_len > 1 {
+            return;
+        }
+        let container = if matches!(self.format, CaptureFormat::Pcap { .. }) { "pcap" } else { "pcapng" };
+        self.warnings.push(CaptureError::Suspect {
+            container,
+            offset,
+            frame: self.frame,
+            reason: format!(
+                "{caplen} bytes captured of a {origlen}-byte frame (caplen > len): read as captured; later records like it are counted, not named"
+            ),
+        });
+    }
+
+    /// Records whose captured length exceeded their frame's length.
+    pub fn caplen_over_len(&self) -> u64 {
+        self.caplen_over_len
     }
 }
 

@@ -13,5 +13,6 @@ pub mod fmt;
 pub mod gate;
 pub mod html;
 pub mod index;
+pub mod output;
 pub mod summary;
 pub mod tables;
