@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use lnetcap_report::index::{write_index, IndexCapture, IndexInput};
+use lnetcap_report::output::Staged;
 use lnetcap_report::tables::{Cell, Col, Table, TableFormat, TableWriter, Ty};
 
 use crate::manifest::{write_atomic, InputRecord, Manifest};
@@ -142,8 +143,11 @@ pub fn merge(shards: &[PathBuf], out: &Path) -> anyhow::Result<Manifest> {
     Ok(m)
 }
 
+/// Copies a shard's capture (report and partitions) into the merged dataset, staged and
+/// committed together like a capture a batch writes; temporaries a killed shard left
+/// (hidden names) are not copied.
 fn copy_capture(from: &Path, to: &Path, id: &str) -> anyhow::Result<()> {
-    crate::run::remove_capture(to, id);
+    let staged = Staged::default();
     let mut dirs = vec![(from.join("captures").join(id), to.join("captures").join(id))];
     dirs.extend(TABLES.iter().map(|t| (partition(from, t, id), partition(to, t, id))));
     for (src, dst) in dirs {
@@ -151,9 +155,15 @@ fn copy_capture(from: &Path, to: &Path, id: &str) -> anyhow::Result<()> {
         std::fs::create_dir_all(&dst).with_context(|| format!("creating {}", dst.display()))?;
         for e in entries {
             let e = e.with_context(|| format!("reading {}", src.display()))?;
-            std::fs::copy(e.path(), dst.join(e.file_name()))
+            if e.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let mut w = staged.create(&dst.join(e.file_name()))?;
+            let mut r = std::fs::File::open(e.path()).with_context(|| format!("opening {}", e.path().display()))?;
+            std::io::copy(&mut r, &mut w)
                 .with_context(|| format!("copying {} to {}", e.path().display(), dst.display()))?;
         }
     }
-    Ok(())
+    crate::run::remove_capture_except(to, id, &staged.paths());
+    staged.commit()
 }

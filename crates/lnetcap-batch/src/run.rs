@@ -53,7 +53,7 @@ pub fn remove_capture(dir: &Path, id: &str) {
 /// Removes what a capture's report directory and partitions hold except `keep` (the
 /// files about to be renamed over, and their temporaries): the previous run's outputs
 /// that the new one does not replace, and temporaries a killed run left.
-fn remove_capture_except(dir: &Path, id: &str, keep: &[PathBuf]) {
+pub(crate) fn remove_capture_except(dir: &Path, id: &str, keep: &[PathBuf]) {
     // Compared as absolute paths (tempfile names its files absolutely).
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let keep: Vec<PathBuf> = keep.iter().map(|p| abs(p)).collect();
