@@ -238,15 +238,7 @@ pub fn regroup_index<V: Copy>(map: &mut BTreeMap<i64, V>, from_ns: i64, to_ns: i
     if from_ns == to_ns {
         return;
     }
-    for (i, v) in std::mem::take(map) {
-        let k = i.saturating_mul(from_ns).div_euclid(to_ns);
-        match map.last_entry() {
-            Some(mut e) if *e.key() == k => *e.get_mut() = merge(*e.get(), v),
-            _ => {
-                map.insert(k, v);
-            }
-        }
-    }
+    lnetcap_tcp::perf::regroup_by(map, |i| i.saturating_mul(from_ns).div_euclid(to_ns), merge);
 }
 
 #[cfg(test)]

@@ -612,13 +612,19 @@ pub(crate) struct SegInfo<'a> {
 /// Re-keys a series (interval start → bucket) at `series_ns`, merging in time order the
 /// buckets that fall in one new interval.
 pub fn regroup<B: Copy>(series: &mut BTreeMap<i64, B>, series_ns: i64, merge: impl Fn(B, B) -> B) {
-    let old = std::mem::take(series);
-    for (k, b) in old {
-        let k = k.div_euclid(series_ns) * series_ns;
-        match series.last_entry() {
+    regroup_by(series, |k| k.div_euclid(series_ns) * series_ns, merge);
+}
+
+/// Re-keys a time-ordered map with `key` (monotonic), merging in order the entries that
+/// get one key: the coarsening of every series (`MAX_SERIES_INTERVALS`), here and in
+/// lnetcap-rpc.
+pub fn regroup_by<B: Copy>(map: &mut BTreeMap<i64, B>, key: impl Fn(i64) -> i64, merge: impl Fn(B, B) -> B) {
+    for (k, b) in std::mem::take(map) {
+        let k = key(k);
+        match map.last_entry() {
             Some(mut e) if *e.key() == k => *e.get_mut() = merge(*e.get(), b),
             _ => {
-                series.insert(k, b);
+                map.insert(k, b);
             }
         }
     }
