@@ -1,13 +1,15 @@
 //! Adversarial captures (`lnetcap synth --scenario flood-syn|...`, lnetcap-synth's
 //! attack.rs): analyze completes, the report accounts for every frame against the
 //! generator's counts, names the limit that acted and what it cost, and the peak RSS of
-//! the run (getrusage of the child, tests/tools/peak_rss.py; the capture read from stdin)
-//! stays under the bound stated for it in ARCHITECTURE.md ("Memory under attack").
+//! the run (getrusage of the child, tests/tools/peak_rss.py; the capture read from its
+//! file, as users run it) stays under the bound stated for it in ARCHITECTURE.md ("Memory under attack").
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
+
+mod common;
 
 fn lnetcap() -> &'static str {
     env!("CARGO_BIN_EXE_lnetcap")
@@ -32,27 +34,9 @@ fn run(scenario: &str, count: u64) -> (Value, Value, f64) {
     assert!(st.success(), "synth {scenario}");
     let truth: Value = serde_json::from_str(&std::fs::read_to_string(d.join("c.pcap.truth.jsonl")).unwrap()).unwrap();
     let json = d.join("report.json");
-    // From stdin: a file is mmap'd, and the pages of the capture it touched count in the
-    // RSS (page cache, reclaimable); the bound is on the analyzer's own memory.
-    let out = Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tools/peak_rss.py"))
-        .arg(lnetcap())
-        .args(["analyze", "-q", "-", "--json"])
-        .stdin(std::fs::File::open(&cap).unwrap())
-        .arg(&json)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "analyze {scenario}: {err}");
-    let kib: f64 = err
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("peak_rss_kib="))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no peak RSS in {err}"));
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (report, peak) = common::analyze_under_rss_probe(&cap, &json);
     std::fs::remove_dir_all(&d).ok();
-    let mib = kib / 1024.0;
+    let mib = peak.mib();
     eprintln!("{scenario} n={count}: peak RSS {mib:.0} MiB");
     (report, truth, mib)
 }

@@ -263,3 +263,44 @@ pub fn screenshot(browser: &Path, page: &Path, shot: &Path, size: (u32, u32), pr
         Err(String::from_utf8_lossy(&o.stderr).to_string())
     }
 }
+
+/// Peak memory of one run, MiB: the VmHWM of /proc/PID/status sampled while it ran and
+/// getrusage of the child at its exit (tests/tools/peak_rss.py).
+#[derive(Debug, Clone, Copy)]
+pub struct PeakRss {
+    pub proc_hwm_mib: f64,
+    pub rusage_mib: f64,
+}
+
+impl PeakRss {
+    /// The larger of the two.
+    pub fn mib(&self) -> f64 {
+        self.proc_hwm_mib.max(self.rusage_mib)
+    }
+}
+
+/// Runs `lnetcap analyze -q CAPTURE --json JSON` under the RSS probe; returns the report
+/// and the peak RSS. Panics (with stderr) when the run fails.
+pub fn analyze_under_rss_probe(capture: &Path, json: &Path) -> (Value, PeakRss) {
+    let out = std::process::Command::new("python3")
+        .arg(root().join("tests/tools/peak_rss.py"))
+        .arg(env!("CARGO_BIN_EXE_lnetcap"))
+        .args(["analyze", "-q"])
+        .arg(capture)
+        .arg("--json")
+        .arg(json)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "analyze {}: {err}", capture.display());
+    let kib = |key: &str| -> f64 {
+        err.lines()
+            .rev()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {err}"))
+    };
+    let peak = PeakRss { proc_hwm_mib: kib("proc_hwm_kib=") / 1024.0, rusage_mib: kib("peak_rss_kib=") / 1024.0 };
+    let report = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    (report, peak)
+}

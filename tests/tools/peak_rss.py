@@ -1,11 +1,31 @@
 #!/usr/bin/env python3
-"""Runs a command and prints its peak resident set size in KiB on the last line of stderr
-(getrusage of the one waited child: the kernel's high-water mark of its RSS, as
-/proc/PID/status VmHWM shows while it runs). Exits with the command's status."""
+"""Runs a command and prints its peak resident set size in KiB on the last lines of stderr:
+proc_hwm_kib, the VmHWM of /proc/PID/status (what top and ps report as the high-water
+mark) sampled every 10 ms while it runs, and peak_rss_kib, getrusage of the one waited
+child (the kernel's same high-water mark, read at its exit, so a peak in the last 10 ms
+counts too). Exits with the command's status."""
 import resource
 import subprocess
 import sys
+import time
 
-p = subprocess.run(sys.argv[1:])
+
+def vm_hwm(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+p = subprocess.Popen(sys.argv[1:])
+hwm = 0
+while p.poll() is None:
+    hwm = max(hwm, vm_hwm(p.pid))
+    time.sleep(0.01)
+print(f"proc_hwm_kib={hwm}", file=sys.stderr)
 print(f"peak_rss_kib={resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}", file=sys.stderr)
 sys.exit(p.returncode)

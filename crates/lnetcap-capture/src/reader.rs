@@ -2,10 +2,10 @@
 //!
 //! Input is recognised by content, never by file name: gzip (`1f 8b`) and zstd
 //! (`28 b5 2f fd`) streams are decompressed on the fly, then the container is recognised by
-//! its magic (pcap µs / ns in either byte order, pcapng). Plain files are memory mapped and
-//! parsed in place (zero copy); stdin and compressed input go through a streaming buffer that
-//! holds at most one record beyond [`STREAM_CHUNK_BYTES`], so memory does not grow with the
-//! capture.
+//! its magic (pcap µs / ns in either byte order, pcapng). Files, stdin and compressed
+//! input go through one streaming buffer that holds at most one record beyond
+//! [`STREAM_CHUNK_BYTES`], so memory does not grow with the capture; records are parsed in
+//! place in it.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -93,7 +93,6 @@ impl<R: Read> Read for CountingRead<R> {
 }
 
 enum Storage {
-    Mapped(memmap2::Mmap),
     Owned(Vec<u8>),
     Shared(std::sync::Arc<Vec<u8>>),
     Stream { reader: Box<dyn Read>, buf: Vec<u8>, end: usize, eof: bool },
@@ -167,23 +166,14 @@ impl CaptureReader {
         if name == "-" {
             return Self::from_reader("stdin", Box::new(io::stdin()), None);
         }
-        let mut file = File::open(path).map_err(|e| io_err(&name, e))?;
+        let file = File::open(path).map_err(|e| io_err(&name, e))?;
         let total = file.metadata().map(|m| m.len()).ok();
-        let mut magic = [0u8; 4];
-        let n = read_up_to(&mut file, &mut magic).map_err(|e| io_err(&name, e))?;
-        if n == 4 && (magic[..2] == [0x1f, 0x8b] || magic == [0x28, 0xb5, 0x2f, 0xfd]) || total.is_none() {
-            let head = io::Cursor::new(magic[..n].to_vec());
-            return Self::from_reader(&name, Box::new(head.chain(file)), total);
-        }
-        // SAFETY-free: memmap2's map is `unsafe` because another process may truncate the
-        // file; fall back to streaming when mapping is refused or the file is empty.
-        match map_file(&file) {
-            Some(map) => Self::with_storage(name, Storage::Mapped(map), Compression::None, total, None),
-            None => {
-                let head = io::Cursor::new(magic[..n].to_vec());
-                Self::from_reader(&name, Box::new(head.chain(file)), total)
-            }
-        }
+        // Buffered reads, not a memory map: as fast here (0.46 s against 0.45 s for the
+        // 1.15 M-packet benchmark capture, 0.44 against 0.43 s for 1.1 GB of full payload),
+        // half the resident memory (13-17 MiB against 31-33 MiB with the pages behind the
+        // cursor dropped, 1 GB without), and a file truncated while it is read (a
+        // rotating ring) ends early instead of killing the process with SIGBUS.
+        Self::from_reader(&name, Box::new(file), total)
     }
 
     /// Reads a capture from memory (tests, fuzzing, already-loaded data).
@@ -292,7 +282,6 @@ impl CaptureReader {
 
     fn window(&self) -> &[u8] {
         match &self.storage {
-            Storage::Mapped(m) => m.get(self.pos..).unwrap_or(&[]),
             Storage::Owned(v) => v.get(self.pos..).unwrap_or(&[]),
             Storage::Shared(v) => v.get(self.pos..).unwrap_or(&[]),
             Storage::Stream { buf, end, .. } => buf.get(self.pos..*end).unwrap_or(&[]),
@@ -301,7 +290,6 @@ impl CaptureReader {
 
     fn slice_at(&self, start: usize, len: usize) -> &[u8] {
         let all: &[u8] = match &self.storage {
-            Storage::Mapped(m) => m,
             Storage::Owned(v) => v,
             Storage::Shared(v) => v,
             Storage::Stream { buf, .. } => buf,
@@ -526,18 +514,6 @@ fn read_up_to(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(n)
-}
-
-#[allow(unsafe_code)]
-fn map_file(file: &File) -> Option<memmap2::Mmap> {
-    if file.metadata().ok()?.len() == 0 {
-        return None;
-    }
-    // SAFETY: the map is read-only and private to this process. If another process
-    // truncates the file while we read it, the OS may deliver SIGBUS; that is the accepted
-    // trade-off of every mmap-based capture reader (tcpdump -r does the same with stdio
-    // buffers being the alternative, which `-` / pipes use here).
-    unsafe { memmap2::Mmap::map(file) }.ok()
 }
 
 fn needed(n: nom::Needed) -> u64 {
