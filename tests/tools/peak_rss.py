@@ -3,7 +3,8 @@
 proc_hwm_kib, the VmHWM of /proc/PID/status (what top and ps report as the high-water
 mark) sampled every 10 ms while it runs, and peak_rss_kib, getrusage of the one waited
 child (the kernel's same high-water mark, read at its exit, so a peak in the last 10 ms
-counts too). Exits with the command's status."""
+counts too; it starts from this Python's own RSS, ~14 MiB, which the forked child had
+before exec, so it can only overstate). Exits with the command's status."""
 import resource
 import subprocess
 import sys

@@ -841,7 +841,9 @@ pub fn find_resync(b: &[u8], proto: Option<Proto>, known: &[Nid]) -> Option<(usi
     }
     let mut i = 0;
     while i + 4 <= b.len() {
-        let Some(rel) = b[i..].iter().position(|&x| x == 0xc0 || x == 0xc1) else {
+        // The candidates' first byte (NOOP c0, LNET c1) by SIMD search (memchr): captured
+        // bulk payload is scanned byte by byte otherwise, the framer's largest cost.
+        let Some(rel) = memchr::memchr2(0xc0, 0xc1, &b[i..]) else {
             break;
         };
         let p = i + rel;

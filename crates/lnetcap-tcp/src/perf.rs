@@ -225,8 +225,14 @@ pub(crate) struct DirState {
     last_tsval: Option<u32>,
     /// ACKs waiting for the look-ahead: (capture time, ack, window bytes, sacked bytes).
     pending: VecDeque<(i64, u32, u64, u64, bool)>,
+    /// No entry of `pending` is older than this (a lower bound: reading the deque's
+    /// front on every segment is a cache miss per connection).
+    pending_from: i64,
     /// snd_max history for the look-ahead: (capture time, snd_max).
     max_hist: VecDeque<(i64, u32)>,
+    /// Entries of `max_hist` at or before the last look-ahead horizon: where the next
+    /// search starts (horizons mostly grow by a segment or two per ACK).
+    hist_hint: usize,
     last_raw_window: u16,
     max_raw_window: u16,
     seen: Seen,
@@ -555,6 +561,7 @@ fn on_ack(me: &mut DirState, peer: &mut DirState, s: &SegInfo<'_>, sack: &[(u32,
         peer.recover = None;
     }
     peer.pending.push_back((s.ts, ack, wnd, sacked, peer.recover.is_some()));
+    peer.pending_from = peer.pending_from.min(s.ts);
 }
 
 fn parse_opts(opts: &[u8]) -> Opts {
@@ -742,8 +749,12 @@ impl ConnPerf {
         let series_ns = self.series_ns;
         for (d, st) in self.dirs.iter_mut().enumerate() {
             let look = 2 * owd[d];
+            if !all && st.pending_from.saturating_add(look) > now {
+                continue;
+            }
             while let Some(&(t, ack, wnd, sacked, recovery)) = st.pending.front() {
                 if !all && t + look > now {
+                    st.pending_from = t;
                     break;
                 }
                 st.pending.pop_front();
@@ -752,8 +763,10 @@ impl ConnPerf {
                 let horizon = t + look;
                 while st.max_hist.len() > 1 && st.max_hist[1].0 <= horizon && st.max_hist[0].0 < t {
                     st.max_hist.pop_front();
+                    st.hist_hint = st.hist_hint.saturating_sub(1);
                 }
-                let k = st.max_hist.partition_point(|(ht, _)| *ht <= horizon);
+                let k = entries_upto(&st.max_hist, st.hist_hint, horizon);
+                st.hist_hint = k;
                 let sent = k.checked_sub(1).map(|i| st.max_hist[i].1);
                 if let Some(m) = sent {
                     let inflight =
@@ -761,6 +774,9 @@ impl ConnPerf {
                     st.perf.inflight_max = st.perf.inflight_max.max(inflight);
                     st.perf.add_flight(&FlightSample { t, flight: inflight, rwnd: wnd, recovery }, series_ns);
                 }
+            }
+            if st.pending.is_empty() {
+                st.pending_from = i64::MAX;
             }
         }
     }
@@ -776,6 +792,27 @@ impl ConnPerf {
             }
         }
     }
+}
+
+/// How many entries of `hist` (ascending in time) are at or before `horizon`, searching
+/// forward from `hint` (the answer for an earlier horizon) a few steps before falling
+/// back to a binary search: the same answer as `partition_point`, in O(1) for the
+/// usual ACK.
+fn entries_upto(hist: &VecDeque<(i64, u32)>, hint: usize, horizon: i64) -> usize {
+    const STEPS: usize = 8;
+    if hint <= hist.len() && (hint == 0 || hist[hint - 1].0 <= horizon) {
+        let mut k = hint;
+        while k < hist.len() && k < hint + STEPS {
+            if hist[k].0 > horizon {
+                return k;
+            }
+            k += 1;
+        }
+        if k == hist.len() {
+            return k;
+        }
+    }
+    hist.partition_point(|(ht, _)| *ht <= horizon)
 }
 
 /// Median of a slice (ns).
@@ -866,6 +903,23 @@ impl DirPerf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_entries_upto_is_partition_point_from_any_hint() {
+        // Times with repeats, every horizon around them, every hint (right, stale, past
+        // the end): the answer never depends on the hint.
+        let hist: VecDeque<(i64, u32)> = [1, 3, 3, 4, 8, 9, 9, 9, 10, 15, 16, 17, 18, 19, 20, 21, 22, 23, 40]
+            .iter()
+            .map(|&t| (t, 0))
+            .collect();
+        for horizon in -1..45 {
+            let want = hist.partition_point(|(t, _)| *t <= horizon);
+            for hint in 0..=hist.len() + 2 {
+                assert_eq!(entries_upto(&hist, hint, horizon), want, "horizon {horizon} hint {hint}");
+            }
+        }
+        assert_eq!(entries_upto(&VecDeque::new(), 0, 5), 0);
+    }
 
     fn ts_opts(tsval: u32, tsecr: u32) -> Vec<u8> {
         let mut o = vec![1, 1, 8, 10];
