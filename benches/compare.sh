@@ -17,7 +17,8 @@
 #   full-payload  the same workload with snaplen 65535, as many RPCs as make FULL_GB
 # Commands (the page cache is warmed with the file first, so every tool reads from memory):
 #   lnetcap decode --format jsonl FILE > /dev/null  every message, PtlRPC bodies decoded
-#   lnetcap analyze -q --json OUT FILE              decode + TCP behaviour + RPCs + model
+#   lnetcap analyze -q --threads 1 --json OUT FILE  decode + TCP behaviour + RPCs + model
+#   lnetcap analyze -q --json OUT FILE              the same on every core (--threads nproc)
 #   tshark -r FILE -T fields -e frame.number -e lnet.msg_type -e lnet.msg_dst_match_bits
 #          -e lnet.ptl_index -e lnet.payload_length  (Wireshark's LNet dissector)
 #   tcptrace -l -r -n FILE                          TCP statistics only, no LNet decoding
@@ -75,6 +76,7 @@ print(f"{walls[len(walls) // 2]:.4f} {rss}")
 PY
 }
 
+cores=$(nproc)
 printf "%-12s %-22s %9s %8s %12s %7s %10s %9s\n" capture tool packets seconds packets/s GB/s "peak RSS" "vs tcptrace"
 for cap in header full; do
   f=$tmp/$cap.pcap
@@ -86,8 +88,9 @@ for cap in header full; do
   declare -A t=() m=()
   read -r t[tcptrace] m[tcptrace] < <(measure "$r" tcptrace -l -r -n "$f")
   read -r t[decode] m[decode] < <(measure "$r" "$bin" decode --format jsonl "$f")
-  read -r t[analyze1] m[analyze1] < <(measure "$r" "$bin" analyze -q --json "$tmp/out.json" "$f")
-  tools=(decode analyze1 tcptrace)
+  read -r t[analyze1] m[analyze1] < <(measure "$r" "$bin" analyze -q --threads 1 --json "$tmp/out.json" "$f")
+  read -r t[analyzeN] m[analyzeN] < <(measure "$r" "$bin" analyze -q --json "$tmp/out.json" "$f")
+  tools=(decode analyze1 analyzeN tcptrace)
   if [[ $cap == header || ${TSHARK_FULL:-0} == 1 ]]; then
     read -r t[tshark] m[tshark] < <(measure 1 tshark -r "$f" -T fields -e frame.number -e lnet.msg_type \
       -e lnet.msg_dst_match_bits -e lnet.ptl_index -e lnet.payload_length)
@@ -96,7 +99,8 @@ for cap in header full; do
   for k in "${tools[@]}"; do
     case $k in
       decode) name="lnetcap decode" ;;
-      analyze1) name="lnetcap analyze" ;;
+      analyze1) name="lnetcap analyze (1)" ;;
+      analyzeN) name="lnetcap analyze ($cores)" ;;
       *) name=$k ;;
     esac
     python3 -c "

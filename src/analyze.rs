@@ -10,7 +10,6 @@ use lnetcap_analysis::{Analysis, AnalysisConfig, ReadPoint, Report, Sink};
 use lnetcap_live::source::Until;
 use lnetcap_live::Stop;
 use lnetcap_lnet::message::Message;
-use lnetcap_lnet::pipeline::Pipeline;
 use lnetcap_lnet::record::MessageRecord;
 use lnetcap_report::charts::{charts, png};
 use lnetcap_report::gate::{check, Gate};
@@ -18,6 +17,7 @@ use lnetcap_report::html::write_html;
 use lnetcap_report::summary::write_summary;
 use lnetcap_report::tables::{OpenTable, TableError, TableFormat, TableOut, TableSet};
 use lnetcap_rpc::RpcRecord;
+use lnetcap_tcp::Connection;
 
 use crate::exit;
 use crate::input::{open, Stderr};
@@ -32,6 +32,10 @@ pub(crate) struct AnalyzeArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
+    /// Worker threads per capture (default: one per core). The output is the same for
+    /// any N; 1 runs everything on one thread.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
 }
 
 /// What `analyze` and `live` write at the end of a run.
@@ -93,6 +97,7 @@ impl AnalysisArgs {
             detect: !self.no_detect,
             interval_ns: (self.interval_ms.max(1) * 1_000_000) as i64,
             link_rate: self.link_rate,
+            threads: 1,
         }
     }
 }
@@ -130,9 +135,9 @@ impl Sink for Outputs {
         self.tables.is_some()
     }
 
-    fn message(&mut self, file: &str, m: &Message, pipe: &Pipeline) -> Result<()> {
+    fn message(&mut self, file: &str, m: &Message, conn: Option<&Connection>) -> Result<()> {
         if let Some(t) = self.tables.as_mut() {
-            let tcp = pipe.connection(m.conn).map(|c| c.tuple(m.dir)).unwrap_or_default();
+            let tcp = conn.map(|c| c.tuple(m.dir)).unwrap_or_default();
             t.message(file, &MessageRecord::from_message(m, tcp))?;
         }
         Ok(())
@@ -165,7 +170,8 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
     let stop = Stop::with_signals().context("installing the SIGINT/SIGTERM handlers")?;
     let Some(mut sink) = Outputs::open(o, a.files.len() > 1)? else { return Ok(exit::USAGE) };
     let mut code = exit::OK;
-    let mut analysis = Analysis::new(a.analysis.config());
+    let threads = a.threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), usize::from);
+    let mut analysis = Analysis::new(AnalysisConfig { threads, ..a.analysis.config() });
     let mut obs = Stderr::new(!o.quiet);
     let mut stopped = Vec::new();
     for path in &a.files {

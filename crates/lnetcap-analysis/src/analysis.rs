@@ -4,6 +4,7 @@ use lnetcap_lnet::message::Message;
 use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
 use lnetcap_lnet::{FramingEvent, LnetEvent};
 use lnetcap_rpc::{RpcConfig, RpcRecord, Tracker};
+use lnetcap_tcp::Connection;
 
 use crate::build::{connection_entries, fits, peer_entry};
 use crate::defaults;
@@ -22,11 +23,22 @@ pub struct AnalysisConfig {
     pub interval_ns: i64,
     /// The link rate given for the model, bytes/s.
     pub link_rate: Option<f64>,
+    /// Worker threads for one capture file read to its end ([`FileAnalysis::read`]): 1
+    /// reads on the calling thread; more run the flow tables, TCP behaviour and framing
+    /// on that many workers beside a reading thread, with the same output
+    /// (`crate::parallel`).
+    pub threads: usize,
 }
 
 impl Default for AnalysisConfig {
     fn default() -> Self {
-        Self { ports: vec![defaults::ACCEPTOR_PORT], detect: true, interval_ns: defaults::INTERVAL_NS, link_rate: None }
+        Self {
+            ports: vec![defaults::ACCEPTOR_PORT],
+            detect: true,
+            interval_ns: defaults::INTERVAL_NS,
+            link_rate: None,
+            threads: 1,
+        }
     }
 }
 
@@ -49,8 +61,8 @@ pub trait Sink {
     fn wants_messages(&self) -> bool {
         false
     }
-    /// A decoded message of `file`, with the pipeline for its connection.
-    fn message(&mut self, _file: &str, _m: &Message, _pipe: &Pipeline) -> anyhow::Result<()> {
+    /// A decoded message of `file`, with its connection.
+    fn message(&mut self, _file: &str, _m: &Message, _conn: Option<&Connection>) -> anyhow::Result<()> {
         Ok(())
     }
     /// A finished RPC of `file`.
@@ -74,6 +86,8 @@ pub struct FileAnalysis {
     state: Rpcs,
     /// The pipeline was flushed at the source's end (by [`FileAnalysis::read`]).
     flushed: bool,
+    /// Worker threads for [`FileAnalysis::read`].
+    threads: usize,
 }
 
 /// The RPC side of a source's analysis.
@@ -105,6 +119,7 @@ impl FileAnalysis {
                 span: None,
             },
             flushed: false,
+            threads: cfg.threads.max(1),
         }
     }
 
@@ -137,6 +152,12 @@ impl FileAnalysis {
         sink: &mut dyn Sink,
         obs: &mut dyn Observer,
     ) -> anyhow::Result<bool> {
+        if self.threads > 1 && self.pipe.frames_seen() == 0 {
+            let Self { name, pipe, state, flushed, threads } = self;
+            let complete = crate::parallel::read(name, source, pipe, state, sink, obs, *threads)?;
+            *flushed = true;
+            return Ok(complete);
+        }
         self.read_piece(source, sink, obs, true)
     }
 
@@ -151,7 +172,7 @@ impl FileAnalysis {
         obs: &mut dyn Observer,
         last: bool,
     ) -> anyhow::Result<bool> {
-        let Self { name, pipe, state, flushed } = self;
+        let Self { name, pipe, state, flushed, .. } = self;
         let complete =
             drive_piece(name, source, pipe, obs, |pipe, events| state.on_events(name, pipe, events, sink), last)?;
         *flushed = last;
@@ -171,7 +192,7 @@ impl FileAnalysis {
         every: std::time::Duration,
         look: &mut dyn FnMut(Snapshot<'_>),
     ) -> anyhow::Result<bool> {
-        let Self { name, pipe, state, flushed } = self;
+        let Self { name, pipe, state, flushed, .. } = self;
         let mut due = std::time::Instant::now() + every;
         let complete = drive_piece(
             name,
@@ -361,45 +382,71 @@ impl Rpcs {
         events: &mut Vec<LnetEvent>,
         sink: &mut dyn Sink,
     ) -> anyhow::Result<()> {
-        let messages = sink.wants_messages();
         self.tracker.forget_folded(pipe.folded_connections());
         // The pipeline doubled its series interval (MAX_SERIES_INTERVALS): the RPC
         // series follow before these messages count.
         self.tracker.coarsen(pipe.series_interval_ns());
         for ev in events.drain(..) {
-            match ev {
-                LnetEvent::Message(m) => {
-                    if messages {
-                        sink.message(name, &m, pipe)?;
-                    }
-                    self.on_message(pipe, &m);
-                }
-                LnetEvent::Framing { conn, dir, stamp, event } => {
-                    let lost = matches!(event, FramingEvent::Desync { .. });
-                    self.tracker.on_framing(conn.0, dir.index(), stamp.ts_ns, lost);
-                }
-            }
+            let id = match &ev {
+                LnetEvent::Message(m) => m.conn,
+                LnetEvent::Framing { conn, .. } => *conn,
+            };
+            let loops = || pipe.tcp_perf(id).and_then(lnetcap_rpc::tcp::capture_point_from_loops);
+            self.on_event(name, ev, pipe.connection(id), loops, sink)?;
         }
         self.emit(name, sink)
     }
 
-    fn on_message(&mut self, pipe: &Pipeline, m: &Message) {
-        let Some(conn) = pipe.connection(m.conn) else { return };
-        self.span = Some(match self.span {
-            Some([s, e]) => [s.min(m.first.ts_ns), e.max(m.last.ts_ns)],
-            None => [m.first.ts_ns, m.last.ts_ns],
-        });
-        // A capture started mid-stream has no handshake to place the capture point: the
-        // TCP loops give it once they have grown.
-        if conn.capture_point().is_none() && !self.tracker.knows_capture_point(m.conn.0) {
-            if let Some(cp) = pipe.tcp_perf(m.conn).and_then(lnetcap_rpc::tcp::capture_point_from_loops) {
-                self.tracker.note_capture_point(m.conn.0, cp);
+    /// One event: a message to the sink and the tracker, a framing loss to the tracker.
+    /// `conn` is the event's connection as the pipeline has it after the packet, `loops`
+    /// the capture point the TCP loops give it (asked only while neither the handshake
+    /// nor an earlier message gave one).
+    pub(crate) fn on_event(
+        &mut self,
+        name: &str,
+        ev: LnetEvent,
+        conn: Option<&Connection>,
+        loops: impl FnOnce() -> Option<lnetcap_tcp::CapturePoint>,
+        sink: &mut dyn Sink,
+    ) -> anyhow::Result<()> {
+        match ev {
+            LnetEvent::Message(m) => {
+                if sink.wants_messages() {
+                    sink.message(name, &m, conn)?;
+                }
+                let Some(conn) = conn else { return Ok(()) };
+                self.span = Some(match self.span {
+                    Some([s, e]) => [s.min(m.first.ts_ns), e.max(m.last.ts_ns)],
+                    None => [m.first.ts_ns, m.last.ts_ns],
+                });
+                // A capture started mid-stream has no handshake to place the capture
+                // point: the TCP loops give it once they have grown.
+                if conn.capture_point().is_none() && !self.tracker.knows_capture_point(m.conn.0) {
+                    if let Some(cp) = loops() {
+                        self.tracker.note_capture_point(m.conn.0, cp);
+                    }
+                }
+                self.tracker.on_message(&m, conn, &mut self.done);
+            }
+            LnetEvent::Framing { conn, dir, stamp, event } => {
+                let lost = matches!(event, FramingEvent::Desync { .. });
+                self.tracker.on_framing(conn.0, dir.index(), stamp.ts_ns, lost);
             }
         }
-        self.tracker.on_message(m, conn, &mut self.done);
+        Ok(())
     }
 
-    fn emit(&mut self, name: &str, sink: &mut dyn Sink) -> anyhow::Result<()> {
+    /// The series interval the pipeline reached (parallel runs: in capture order).
+    pub(crate) fn coarsen(&mut self, ns: i64) {
+        self.tracker.coarsen(ns);
+    }
+
+    /// Connections folded so far (parallel runs: in capture order).
+    pub(crate) fn forget_folded(&mut self, folded: &[u32]) {
+        self.tracker.forget_folded(folded);
+    }
+
+    pub(crate) fn emit(&mut self, name: &str, sink: &mut dyn Sink) -> anyhow::Result<()> {
         for r in &mut self.done {
             sink.rpc(name, r)?;
         }

@@ -103,21 +103,8 @@ pub fn drive_piece<S: PacketSource + ?Sized>(
         }
         match source.poll() {
             Ok(Next::Packet(pkt)) => {
-                if let Some(why) = pipe.push(&pkt, &mut events) {
-                    obs.notice(name, Notice::Warning(format!("frame {}: not decodable: {why}", pkt.frame)));
-                }
-                if let Some((frame, raw, jump, shift)) = pipe.take_clock_step() {
-                    obs.notice(
-                        name,
-                        Notice::Warning(format!(
-                            "frame {frame} (offset {}): timestamp {:.6} s jumps {:+.3} s from the frame before; this frame and those after it are shifted by {:+.3} s",
-                            pkt.offset,
-                            raw as f64 / 1e9,
-                            jump as f64 / 1e9,
-                            shift as f64 / 1e9
-                        )),
-                    );
-                }
+                let why = pipe.push(&pkt, &mut events);
+                packet_notices(name, &pkt, why, pipe, obs);
             }
             Ok(Next::Tick) => {
                 warnings(name, source, pipe, obs);
@@ -150,9 +137,40 @@ pub fn drive_piece<S: PacketSource + ?Sized>(
     Ok(complete)
 }
 
+/// What a packet the pipeline took tells the observer: why it is not decodable, a step
+/// of the capture's clock.
+pub(crate) fn packet_notices(
+    name: &str,
+    pkt: &lnetcap_capture::Packet<'_>,
+    why: Option<lnetcap_capture::NotTcp>,
+    pipe: &mut Pipeline,
+    obs: &mut dyn Observer,
+) {
+    if let Some(why) = why {
+        obs.notice(name, Notice::Warning(format!("frame {}: not decodable: {why}", pkt.frame)));
+    }
+    if let Some((frame, raw, jump, shift)) = pipe.take_clock_step() {
+        obs.notice(
+            name,
+            Notice::Warning(format!(
+                "frame {frame} (offset {}): timestamp {:.6} s jumps {:+.3} s from the frame before; this frame and those after it are shifted by {:+.3} s",
+                pkt.offset,
+                raw as f64 / 1e9,
+                jump as f64 / 1e9,
+                shift as f64 / 1e9
+            )),
+        );
+    }
+}
+
 /// The source's record warnings: each an unreadable frame in the accounting.
 #[inline]
-fn warnings<S: PacketSource + ?Sized>(name: &str, source: &mut S, pipe: &mut Pipeline, obs: &mut dyn Observer) {
+pub(crate) fn warnings<S: PacketSource + ?Sized>(
+    name: &str,
+    source: &mut S,
+    pipe: &mut Pipeline,
+    obs: &mut dyn Observer,
+) {
     if !source.has_warnings() {
         return;
     }

@@ -7,6 +7,8 @@
 //!   warnings and progress told to an [`Observer`].
 //! - [`analysis`]: [`Analysis`] turns sources into a [`Report`]; finished RPCs and decoded
 //!   messages stream to a [`Sink`] as they come; [`FileAnalysis`] is the same per packet.
+//!   With `AnalysisConfig::threads` > 1 a source read to its end runs on worker threads
+//!   (parallel.rs), with the same output.
 //! - [`report`]: the report, the stable interface (docs/analyze-json.md); [`build`] fills
 //!   it from the pipeline and the RPC tracker through lnetcap-model.
 //! - [`fields`]: the field registry of a peer (type, unit, better, meaning), from which
@@ -21,6 +23,7 @@ pub mod build;
 pub mod defaults;
 pub mod drive;
 pub mod fields;
+mod parallel;
 pub mod report;
 pub mod source;
 

@@ -18,7 +18,7 @@ pub mod link;
 pub mod reader;
 
 pub use error::CaptureError;
-pub use link::{decode_packet, Decoded, IpPair, NotTcp, TcpFlags, TcpSegment};
+pub use link::{decode_packet, tcp_tuple, Decoded, IpPair, NotTcp, TcpFlags, TcpSegment};
 pub use reader::{CaptureFormat, CaptureReader, Compression, Packet};
 
 /// Well-known link types (LINKTYPE_* values as stored in pcap / pcapng).

@@ -195,6 +195,32 @@ fn link_to_ip(linktype: u32, data: &[u8]) -> Result<(usize, u16), NotTcp> {
     }
 }
 
+/// The addresses and ports of a packet that looks like a TCP segment, read at the
+/// places [`decode_packet`] reads them, without checking the rest: for routing packets
+/// by connection (a parallel run). When `decode_packet` makes a TCP segment of the
+/// packet, this gives its addresses and ports or `None` (IPv6 extension headers, cut
+/// headers: decode to know); what it gives for a packet `decode_packet` rejects means
+/// nothing.
+pub fn tcp_tuple(linktype: u32, data: &[u8]) -> Option<(IpPair, u16, u16)> {
+    let (ip_off, _) = link_to_ip(linktype, data).ok()?;
+    let ip = data.get(ip_off..)?;
+    let (pair, tcp_off) = match ip.first()? >> 4 {
+        4 => {
+            let h = ip.get(..20)?;
+            let a = |o: usize| Ipv4Addr::new(h[o], h[o + 1], h[o + 2], h[o + 3]);
+            (IpPair { src: IpAddr::V4(a(12)), dst: IpAddr::V4(a(16)) }, usize::from(h[0] & 0x0f) * 4)
+        }
+        6 if ip.get(6) == Some(&6) => {
+            let h = ip.get(..40)?;
+            let a = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&h[o..o + 16]).unwrap_or_default());
+            (IpPair { src: IpAddr::V6(a(8)), dst: IpAddr::V6(a(24)) }, 40)
+        }
+        _ => return None,
+    };
+    let t = ip.get(tcp_off..tcp_off + 4)?;
+    Some((pair, u16::from_be_bytes([t[0], t[1]]), u16::from_be_bytes([t[2], t[3]])))
+}
+
 /// Slices one record down to its TCP segment.
 ///
 /// `origlen` is the record's original length; it gives the payload length when the IP

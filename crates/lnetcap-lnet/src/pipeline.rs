@@ -3,15 +3,18 @@
 
 use std::collections::BTreeMap;
 
-use lnetcap_capture::{decode_packet, NotTcp, Packet};
+use lnetcap_capture::{NotTcp, Packet};
 use lnetcap_tcp::limits::MAX_SERIES_INTERVALS;
-use lnetcap_tcp::{ConnId, Connection, Dir, FlowTable, Stamp, StreamEvent, StreamSink, Verdict};
+use lnetcap_tcp::{ConnId, Connection, Dir, FlowTable, Stamp, StreamEvent, StreamSink, SweepClock, Verdict};
 use serde::Serialize;
 
 use crate::framer::{looks_like_lnet, Framer, FramerStats};
 use crate::limits::{MAX_CLOCK_BACKWARD_NS, MAX_CLOCK_FORWARD_NS, MAX_LISTED_SETUP_ONLY};
 use crate::message::{Body, LnetEvent, Proto};
 use crate::wire::conn_type;
+
+mod split;
+pub use split::Front;
 
 /// Decoder options.
 #[derive(Debug, Clone)]
@@ -404,6 +407,8 @@ pub struct Pipeline {
     ts_range: Option<(i64, i64)>,
     /// Times the series interval was doubled (`MAX_SERIES_INTERVALS`).
     series_doublings: u32,
+    /// When the flow table ages waiting holes: on the frame (any frame) at or after it.
+    sweeps: SweepClock,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -427,7 +432,8 @@ impl Pipeline {
     pub fn new(cfg: DecodeConfig) -> Self {
         Self {
             table: {
-                let t = FlowTable::new(&cfg.ports).with_series_interval(cfg.series_interval_ns);
+                // Sweeps by frame, told here: a parallel run's reader keeps the same clock.
+                let t = FlowTable::new(&cfg.ports).with_series_interval(cfg.series_interval_ns).with_told_sweeps();
                 if cfg.tcp_perf {
                     t
                 } else {
@@ -445,6 +451,7 @@ impl Pipeline {
             clock_step: None,
             ts_range: None,
             series_doublings: 0,
+            sweeps: SweepClock::default(),
         }
     }
 
@@ -460,26 +467,10 @@ impl Pipeline {
         let stamp = Stamp { frame: pkt.frame, ts_ns: self.clock(pkt.frame, pkt.ts_ns) };
         self.last = stamp;
         self.bound_series(stamp.ts_ns);
-        let res = match decode_packet(pkt.linktype, pkt.data, pkt.origlen) {
-            Ok(seg) => {
-                let o = self.table.process(&seg, stamp, &mut self.dec);
-                let st = self.dec.state(o.conn);
-                if seg.payload_len > 0 {
-                    st.frames_data += 1;
-                } else {
-                    st.frames_control += 1;
-                }
-                None
-            }
-            Err(e) if e.is_other_traffic() => {
-                self.other_frames += 1;
-                None
-            }
-            Err(e) => {
-                *self.undecodable.entry(undecodable_reason(&e)).or_default() += 1;
-                Some(e)
-            }
-        };
+        if self.sweeps.tick(stamp.ts_ns) {
+            self.table.sweep_at(stamp.ts_ns, &mut self.dec);
+        }
+        let res = self.decode_and_process(pkt, stamp);
         self.drain(out);
         res
     }

@@ -34,7 +34,7 @@ mod table;
 pub use stream::{HalfStats, StreamHalf};
 pub use table::{
     ActiveRule, CapturePoint, ConnId, ConnKey, Connection, Dir, Endpoint, FlowTable, Retirements, SegmentOutcome,
-    Verdict,
+    SweepClock, Verdict,
 };
 
 /// Why bytes of a stream are missing.

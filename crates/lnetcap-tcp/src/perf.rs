@@ -908,10 +908,8 @@ mod tests {
     fn test_entries_upto_is_partition_point_from_any_hint() {
         // Times with repeats, every horizon around them, every hint (right, stale, past
         // the end): the answer never depends on the hint.
-        let hist: VecDeque<(i64, u32)> = [1, 3, 3, 4, 8, 9, 9, 9, 10, 15, 16, 17, 18, 19, 20, 21, 22, 23, 40]
-            .iter()
-            .map(|&t| (t, 0))
-            .collect();
+        let hist: VecDeque<(i64, u32)> =
+            [1, 3, 3, 4, 8, 9, 9, 9, 10, 15, 16, 17, 18, 19, 20, 21, 22, 23, 40].iter().map(|&t| (t, 0)).collect();
         for horizon in -1..45 {
             let want = hist.partition_point(|(t, _)| *t <= horizon);
             for hint in 0..=hist.len() + 2 {

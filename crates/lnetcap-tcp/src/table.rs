@@ -69,6 +69,25 @@ impl ConnKey {
             Self(b, a)
         }
     }
+
+    /// A hash of the unordered 4-tuple of a segment from `src` to `dst`, the same both
+    /// ways (each end hashed alone, then combined by XOR, so no ordering is needed): a
+    /// parallel run routes a connection's packets to a worker by it.
+    pub fn route(src: Endpoint, dst: Endpoint) -> u64 {
+        fn one(e: Endpoint) -> u64 {
+            let ip = match e.ip {
+                IpAddr::V4(a) => u128::from(u32::from(a)),
+                IpAddr::V6(a) => u128::from(a),
+            };
+            let x = (ip as u64) ^ ((ip >> 64) as u64).rotate_left(17) ^ (u64::from(e.port) << 40);
+            let mut h = FastHasher::default();
+            h.write_u64(x);
+            h.write_u64(x >> 29);
+            h.finish()
+        }
+        let x = one(src) ^ one(dst);
+        x ^ (x >> 31)
+    }
 }
 
 /// How the active side was determined.
@@ -204,6 +223,27 @@ pub struct Retirements {
 /// capture time the table ages the holes of the connections in its waiting list.
 const SWEEP_NS: i64 = MAX_HOLE_WAIT_NS / 8;
 
+/// When a table sweeps: at the first TCP segment at or after the next sweep time, which
+/// then moves [`SWEEP_NS`] past that segment. The table keeps one; the reader of a
+/// parallel run keeps its own over every segment and tells the workers.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SweepClock(Option<i64>);
+
+impl SweepClock {
+    /// Whether a segment at `ts_ns` sweeps (and the clock moves on).
+    pub fn tick(&mut self, ts_ns: i64) -> bool {
+        Self::due(&mut self.0, ts_ns)
+    }
+
+    fn due(next: &mut Option<i64>, ts_ns: i64) -> bool {
+        if next.is_none_or(|t| ts_ns >= t) {
+            *next = Some(ts_ns.saturating_add(SWEEP_NS));
+            return true;
+        }
+        false
+    }
+}
+
 /// FxHash-style hasher: flow keys are not attacker-chosen hash-flooding material in an
 /// offline analyzer, and SipHash costs more than the rest of the per-packet work.
 #[derive(Default)]
@@ -256,6 +296,9 @@ pub struct FlowTable {
     waiting: Vec<u32>,
     /// Capture time of the next sweep of `waiting`.
     next_sweep_ns: Option<i64>,
+    /// Sweeps are told ([`FlowTable::sweep_at`]) by whoever sees every packet (a worker
+    /// of a parallel run sees only its connections' packets).
+    sweep_told: bool,
 }
 
 impl std::fmt::Debug for FlowTable {
@@ -280,7 +323,15 @@ impl FlowTable {
             perf_on: true,
             waiting: Vec::new(),
             next_sweep_ns: None,
+            sweep_told: false,
         }
+    }
+
+    /// Sweeps only when told ([`FlowTable::sweep_at`], at the packets
+    /// [`SweepClock::due`] names): the table of a worker that sees a share of the packets.
+    pub fn with_told_sweeps(mut self) -> Self {
+        self.sweep_told = true;
+        self
     }
 
     /// Turns the TCP behaviour analysis off (`perf` then reports nothing): a decode that
@@ -525,9 +576,8 @@ impl FlowTable {
 
     /// Processes one TCP segment.
     pub fn process(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> SegmentOutcome {
-        if self.next_sweep_ns.is_none_or(|t| stamp.ts_ns >= t) {
+        if !self.sweep_told && SweepClock::due(&mut self.next_sweep_ns, stamp.ts_ns) {
             self.sweep(stamp.ts_ns, sink);
-            self.next_sweep_ns = Some(stamp.ts_ns.saturating_add(SWEEP_NS));
         }
         let i = self.lookup(seg, stamp, sink);
         let perf_on = self.perf_on;
@@ -628,6 +678,9 @@ impl FlowTable {
     /// no more segments); keeps listed those still waiting.
     fn sweep(&mut self, now: i64, sink: &mut impl StreamSink) {
         let mut still = Vec::new();
+        // In connection order (ids follow first packets), so that workers of a parallel
+        // run, each sweeping its own connections, give the same events in the same order.
+        self.waiting.sort_unstable();
         for i in std::mem::take(&mut self.waiting) {
             let Entry::Live(slot) = &mut self.slots[i as usize] else { continue };
             if !slot.ignored {
@@ -640,6 +693,56 @@ impl FlowTable {
             }
         }
         self.waiting = still;
+    }
+
+    /// One table from the tables of a parallel run's workers: `ids[k][local]` is the
+    /// global id (the order of first packets over the whole capture) of worker `k`'s
+    /// connection `local`; together they cover `0..total` once each.
+    pub fn merged(parts: Vec<(FlowTable, Vec<u32>)>, total: usize) -> FlowTable {
+        // Placeholders, every one replaced: one table's worth of entries at a time.
+        let mut slots: Vec<Entry> = (0..total).map(|_| Entry::Folded).collect();
+        let mut parts = parts.into_iter();
+        let Some((mut out, first_ids)) = parts.next() else { return FlowTable::new(&[]) };
+        let mut place = |t: &mut FlowTable, ids: &[u32]| {
+            for (local, e) in std::mem::take(&mut t.slots).into_iter().enumerate() {
+                let g = ids[local];
+                let e = match e {
+                    Entry::Live(mut s) => {
+                        s.info.id = ConnId(g);
+                        Entry::Live(s)
+                    }
+                    Entry::Retired(mut r) => {
+                        r.info.id = ConnId(g);
+                        Entry::Retired(r)
+                    }
+                    Entry::Folded => Entry::Folded,
+                };
+                slots[g as usize] = e;
+            }
+        };
+        place(&mut out, &first_ids);
+        for (mut t, ids) in parts {
+            place(&mut t, &ids);
+            out.live += t.live;
+            out.retirements.retired += t.retirements.retired;
+            out.retirements.folded += t.retirements.folded;
+            out.series_ns = out.series_ns.max(t.series_ns);
+        }
+        out.slots = slots;
+        out.map.clear();
+        out.waiting.clear();
+        out.last_key = None;
+        for (i, e) in out.slots.iter().enumerate() {
+            if let Entry::Live(s) = e {
+                out.map.insert(ConnKey::of(s.info.endpoints[0], s.info.endpoints[1]), i as u32);
+            }
+        }
+        out
+    }
+
+    /// A sweep told by the reader of a parallel run (see [`FlowTable::with_told_sweeps`]).
+    pub fn sweep_at(&mut self, now: i64, sink: &mut impl StreamSink) {
+        self.sweep(now, sink);
     }
 
     /// TCP behaviour of a connection's two directions (index [`Dir::index`]).

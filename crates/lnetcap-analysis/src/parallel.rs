@@ -1,0 +1,400 @@
+//! One capture on several cores (`--threads N`), with the output of the single-threaded
+//! run, byte for byte.
+//!
+//! The calling thread reads: each packet through the front of the pipeline (frame
+//! accounting, clock, series bound, link decoding, the sweep schedule), then into the
+//! batch of the worker its unordered 4-tuple hashes to, so that every packet of a
+//! connection, and of a later connection on the same tuple, meets the same flow table.
+//! Each worker owns a pipeline for the back (flow table, TCP behaviour, framing) over its
+//! share and tags each output with its place in the capture: (frame, phase, sub), the
+//! phases in the order one `Pipeline::push` produces them (connections folded, then a
+//! sweep's events by connection, then the packet's own). The calling thread merges the
+//! workers' outputs of each batch by that key, numbers connections in the order of
+//! their first packets as the single flow table does, and feeds the RPC tracker and the
+//! sink as the single-threaded loop does. At the end its pipeline absorbs the workers'
+//! tables and decoders. Channels are crossbeam's, bounded: at most [`DEPTH`] batches
+//! of at most [`BATCH_BYTES`] are in flight, so memory stays bounded.
+//!
+//! What differs: each worker's flow table follows its share of `MAX_OPEN_CONNECTIONS`
+//! (memory stays that of one table), so a capture with more live connections than the
+//! limit retires other connections than the single-threaded run; the report says the limit
+//! was hit either way.
+
+use std::collections::VecDeque;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+use lnetcap_capture::Packet;
+use lnetcap_lnet::pipeline::Pipeline;
+use lnetcap_lnet::LnetEvent;
+use lnetcap_tcp::{CapturePoint, ConnId, Connection, Stamp};
+
+use crate::analysis::{Rpcs, Sink};
+use crate::drive::{packet_notices, warnings, Notice, Observer, PROGRESS_EVERY_PACKETS};
+use crate::source::{Next, PacketSource};
+
+/// Packets in one worker's batch at most.
+pub const BATCH_PACKETS: usize = 4096;
+/// Captured bytes in one worker's batch at most (records are copied into it).
+pub const BATCH_BYTES: usize = 512 << 10;
+/// Batches read ahead of the merge.
+pub const DEPTH: usize = 4;
+
+#[derive(Debug, Clone, Copy)]
+enum Item {
+    Packet { stamp: Stamp, raw: RawPacket },
+    Sweep(Stamp),
+    Coarsen(i64),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RawPacket {
+    linktype: u32,
+    origlen: u32,
+    offset: u64,
+    interface: u32,
+    /// Its bytes in the batch's (< BATCH_BYTES + one record).
+    start: u32,
+    len: u32,
+}
+
+#[derive(Debug, Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    items: Vec<Item>,
+    finish: Option<Stamp>,
+}
+
+/// Where a worker's output goes in the capture: (frame, phase, sub).
+type Key = (u64, u8, u64);
+const PHASE_FOLD: u8 = 0;
+const PHASE_SWEEP: u8 = 1;
+const PHASE_PACKET: u8 = 2;
+
+#[derive(Debug)]
+enum Out {
+    /// The worker's next connection id was opened.
+    Opened,
+    /// A connection (worker id) was folded.
+    Folded(u32),
+    /// A packet the worker found not decodable: the notice.
+    Notice(String),
+    /// An event, with what the RPC tracker asks of its connection at that point.
+    Event { ev: LnetEvent, conn: Option<Box<Connection>>, cp: Option<CapturePoint> },
+}
+
+type Outs = Vec<(Key, Out)>;
+
+/// A worker's outputs for one batch, and the batch emptied for reuse (its buffers keep
+/// their capacity: no allocation or page fault per batch).
+type Done = (Outs, Batch);
+
+struct Worker {
+    pipe: Pipeline,
+    /// Connections whose capture point the TCP loops gave already (the tracker notes
+    /// the first one and asks no more).
+    cp_given: Vec<bool>,
+}
+
+impl Worker {
+    fn run(mut self, rx: Receiver<Batch>, tx: Sender<Done>) -> Pipeline {
+        let mut evs = Vec::new();
+        for mut batch in rx {
+            let mut out = Vec::new();
+            // A sweep's events wait for the packet that triggered it, when it is this
+            // worker's: the single loop hands them over after the whole packet.
+            let mut swept: Option<(Stamp, Vec<LnetEvent>)> = None;
+            for item in &batch.items {
+                match *item {
+                    Item::Coarsen(ns) => self.pipe.follow_series(ns),
+                    Item::Sweep(at) => {
+                        self.flush_sweep(&mut swept, &mut out);
+                        let mut sev = Vec::new();
+                        self.pipe.sweep_at(at.ts_ns, &mut sev);
+                        swept = Some((at, sev));
+                    }
+                    Item::Packet { stamp, raw } => {
+                        let pkt = Packet {
+                            frame: stamp.frame,
+                            ts_ns: stamp.ts_ns,
+                            linktype: raw.linktype,
+                            origlen: raw.origlen,
+                            data: &batch.bytes[raw.start as usize..(raw.start + raw.len) as usize],
+                            offset: raw.offset,
+                            interface: raw.interface,
+                        };
+                        let opened = self.pipe.connections_opened();
+                        let folded = self.pipe.folded_connections().len();
+                        let why = self.pipe.push_routed(&pkt, stamp, &mut evs);
+                        let f = stamp.frame;
+                        if let Some(why) = why {
+                            out.push(((f, PHASE_PACKET, 0), Out::Notice(format!("frame {f}: not decodable: {why}"))));
+                        }
+                        for &id in &self.pipe.folded_connections()[folded..] {
+                            out.push(((f, PHASE_FOLD, 0), Out::Folded(id)));
+                        }
+                        if swept.as_ref().is_some_and(|(at, _)| at.frame == f) {
+                            self.flush_sweep(&mut swept, &mut out);
+                        }
+                        for _ in opened..self.pipe.connections_opened() {
+                            out.push(((f, PHASE_PACKET, 0), Out::Opened));
+                        }
+                        self.attach(&mut evs, &mut out, |_| (f, PHASE_PACKET, 0));
+                    }
+                }
+            }
+            self.flush_sweep(&mut swept, &mut out);
+            if let Some(last) = batch.finish {
+                self.pipe.finish_at(last, &mut evs);
+                self.attach(&mut evs, &mut out, |c| (u64::MAX, PHASE_SWEEP, c.map_or(0, |c| c.first.frame)));
+            }
+            batch.bytes.clear();
+            batch.items.clear();
+            if tx.send((out, batch)).is_err() {
+                break;
+            }
+        }
+        self.pipe
+    }
+
+    fn flush_sweep(&mut self, swept: &mut Option<(Stamp, Vec<LnetEvent>)>, out: &mut Outs) {
+        if let Some((at, mut sev)) = swept.take() {
+            self.attach(&mut sev, out, |c| (at.frame, PHASE_SWEEP, c.map_or(0, |c| c.first.frame)));
+        }
+    }
+
+    /// Moves `evs` to `out` under `key`, each message with its connection and, while the
+    /// handshake gave none, the capture point from the TCP loops.
+    fn attach(&mut self, evs: &mut Vec<LnetEvent>, out: &mut Outs, key: impl Fn(Option<&Connection>) -> Key) {
+        for ev in evs.drain(..) {
+            let id = match &ev {
+                LnetEvent::Message(m) => m.conn,
+                LnetEvent::Framing { conn, .. } => *conn,
+            };
+            let conn = self.pipe.connection(id);
+            let k = key(conn);
+            let (mut c, mut cp) = (None, None);
+            if let (LnetEvent::Message(_), Some(conn)) = (&ev, conn) {
+                let i = id.0 as usize;
+                if self.cp_given.len() <= i {
+                    self.cp_given.resize(i + 1, false);
+                }
+                if conn.capture_point().is_none() && !self.cp_given[i] {
+                    cp = self.pipe.tcp_perf(id).and_then(lnetcap_rpc::tcp::capture_point_from_loops);
+                    self.cp_given[i] = cp.is_some();
+                }
+                c = Some(Box::new(conn.clone()));
+            }
+            out.push((k, Out::Event { ev, conn: c, cp }));
+        }
+    }
+}
+
+/// The calling thread's side: connection numbering, the tracker, the sink.
+struct Merge<'a> {
+    name: &'a str,
+    obs: &'a mut dyn Observer,
+    state: &'a mut Rpcs,
+    sink: &'a mut dyn Sink,
+    /// Per worker, its connection ids → the run's.
+    ids: Vec<Vec<u32>>,
+    /// Series intervals the reader reached, from the frame on.
+    coarsen: VecDeque<(u64, i64)>,
+    folded: Vec<u32>,
+    /// Emptied batches, for the reader to fill again.
+    spare: Vec<Batch>,
+}
+
+impl Merge<'_> {
+    fn batch(&mut self, rxs: &[Receiver<Done>]) -> anyhow::Result<()> {
+        let mut all = Vec::new();
+        for (w, rx) in rxs.iter().enumerate() {
+            let (outs, spare) =
+                rx.recv().map_err(|_| anyhow::anyhow!("{}: a worker of the parallel run stopped", self.name))?;
+            all.extend(outs.into_iter().map(|(k, o)| (k, w, o)));
+            self.spare.push(spare);
+        }
+        // Stable: a packet's outputs (and a connection's) come from one worker, in order.
+        all.sort_by_key(|(k, _, _)| *k);
+        let mut frame = None;
+        for (k, w, o) in all {
+            if frame.is_some_and(|f| f != k.0) {
+                self.state.emit(self.name, self.sink)?;
+            }
+            frame = Some(k.0);
+            while self.coarsen.front().is_some_and(|(f, _)| *f <= k.0) {
+                let (_, ns) = self.coarsen.pop_front().unwrap_or_default();
+                self.state.coarsen(ns);
+            }
+            match o {
+                Out::Notice(text) => self.obs.notice(self.name, Notice::Warning(text)),
+                Out::Opened => {
+                    let next = self.ids.iter().map(Vec::len).sum::<usize>() as u32;
+                    self.ids[w].push(next);
+                }
+                Out::Folded(id) => {
+                    self.folded.push(self.ids[w][id as usize]);
+                    self.state.forget_folded(&self.folded);
+                }
+                Out::Event { mut ev, mut conn, cp } => {
+                    let ids = &self.ids[w];
+                    match &mut ev {
+                        LnetEvent::Message(m) => m.conn = ConnId(ids[m.conn.0 as usize]),
+                        LnetEvent::Framing { conn, .. } => *conn = ConnId(ids[conn.0 as usize]),
+                    }
+                    if let Some(c) = conn.as_mut() {
+                        c.id = ConnId(ids[c.id.0 as usize]);
+                    }
+                    self.state.on_event(self.name, ev, conn.as_deref(), || cp, self.sink)?;
+                }
+            }
+        }
+        self.state.emit(self.name, self.sink)
+    }
+}
+
+/// Reads `source` to its end on `workers` worker threads into `pipe` (a new pipeline:
+/// the front's, which absorbs the workers' at the end) and `state`. Returns whether the
+/// source was read to its end.
+pub(crate) fn read<S: PacketSource + ?Sized>(
+    name: &str,
+    source: &mut S,
+    pipe: &mut Pipeline,
+    state: &mut Rpcs,
+    sink: &mut dyn Sink,
+    obs: &mut dyn Observer,
+    workers: usize,
+) -> anyhow::Result<bool> {
+    let cfg = pipe.config().clone();
+    std::thread::scope(|scope| {
+        let mut txs = Vec::new();
+        let mut rxs = Vec::new();
+        let mut handles = Vec::new();
+        for _ in 0..workers {
+            let (tx, rx) = bounded::<Batch>(DEPTH);
+            let (otx, orx) = bounded::<Done>(DEPTH + 1);
+            let w = Worker { pipe: Pipeline::worker(cfg.clone(), workers), cp_given: Vec::new() };
+            handles.push(scope.spawn(move || w.run(rx, otx)));
+            txs.push(tx);
+            rxs.push(orx);
+        }
+        let mut merge = Merge {
+            name,
+            obs,
+            state,
+            sink,
+            ids: vec![Vec::new(); workers],
+            coarsen: VecDeque::new(),
+            folded: Vec::new(),
+            spare: Vec::new(),
+        };
+        let complete = read_into(name, source, pipe, &txs, &rxs, &mut merge)?;
+        drop(txs);
+        let mut parts = Vec::new();
+        for (h, ids) in handles.into_iter().zip(std::mem::take(&mut merge.ids)) {
+            let p = h.join().map_err(|_| anyhow::anyhow!("{name}: a worker of the parallel run failed"))?;
+            parts.push((p, ids));
+        }
+        let total = parts.iter().map(|(_, ids)| ids.len()).sum();
+        pipe.absorb(parts, total);
+        if !pipe.has_lnet_connections() {
+            let cfg = pipe.config();
+            merge
+                .obs
+                .notice(name, Notice::NoLnet { frames: pipe.frames_seen(), ports: &cfg.ports, detect: cfg.detect });
+        }
+        Ok(complete)
+    })
+}
+
+/// The reading loop: packets to batches, batches to the workers, merged `DEPTH` behind.
+fn read_into<S: PacketSource + ?Sized>(
+    name: &str,
+    source: &mut S,
+    pipe: &mut Pipeline,
+    txs: &[Sender<Batch>],
+    rxs: &[Receiver<Done>],
+    merge: &mut Merge<'_>,
+) -> anyhow::Result<bool> {
+    let n = txs.len();
+    let mut batches: Vec<Batch> = (0..n).map(|_| Batch::default()).collect();
+    let (mut count, mut bytes, mut in_flight, mut seen) = (0usize, 0usize, 0usize, 0u64);
+    let mut interval = pipe.series_interval_ns();
+    let mut complete = true;
+    let send = |batches: &mut Vec<Batch>, spare: &mut Vec<Batch>| -> anyhow::Result<()> {
+        for (tx, b) in txs.iter().zip(batches.iter_mut()) {
+            let next = spare.pop().unwrap_or_default();
+            tx.send(std::mem::replace(b, next))
+                .map_err(|_| anyhow::anyhow!("{name}: a worker of the parallel run stopped"))?;
+        }
+        Ok(())
+    };
+    loop {
+        seen += 1;
+        if seen % PROGRESS_EVERY_PACKETS == 0 {
+            let (done, total) = source.progress();
+            merge.obs.progress(name, done, total);
+        }
+        match source.poll() {
+            Ok(Next::Packet(pkt)) => {
+                let mut front = pipe.front(&pkt);
+                packet_notices(name, &pkt, front.not_decodable.take(), pipe, merge.obs);
+                if pipe.series_interval_ns() != interval {
+                    interval = pipe.series_interval_ns();
+                    batches.iter_mut().for_each(|b| b.items.push(Item::Coarsen(interval)));
+                    merge.coarsen.push_back((pkt.frame, interval));
+                }
+                if front.sweep {
+                    batches.iter_mut().for_each(|b| b.items.push(Item::Sweep(front.stamp)));
+                }
+                if let Some(route) = front.route {
+                    let b = &mut batches[(route % n as u64) as usize];
+                    let raw = RawPacket {
+                        linktype: pkt.linktype,
+                        origlen: pkt.origlen,
+                        offset: pkt.offset,
+                        interface: pkt.interface,
+                        start: b.bytes.len() as u32,
+                        len: pkt.data.len() as u32,
+                    };
+                    b.bytes.extend_from_slice(pkt.data);
+                    b.items.push(Item::Packet { stamp: front.stamp, raw });
+                    count += 1;
+                    bytes += pkt.data.len();
+                }
+            }
+            Ok(Next::Tick) => continue,
+            Ok(Next::End) => break,
+            Err(e) => {
+                merge.obs.notice(name, Notice::ReadError(&e));
+                complete = false;
+                break;
+            }
+        }
+        warnings(name, source, pipe, merge.obs);
+        if count >= BATCH_PACKETS || bytes >= BATCH_BYTES {
+            send(&mut batches, &mut merge.spare)?;
+            (count, bytes) = (0, 0);
+            in_flight += 1;
+            if in_flight >= DEPTH {
+                merge.batch(rxs)?;
+                in_flight -= 1;
+            }
+        }
+    }
+    warnings(name, source, pipe, merge.obs);
+    merge.obs.finished(name);
+    let last = pipe.last_stamp();
+    batches.iter_mut().for_each(|b| b.finish = Some(last));
+    send(&mut batches, &mut merge.spare)?;
+    in_flight += 1;
+    while in_flight > 0 {
+        merge.batch(rxs)?;
+        in_flight -= 1;
+    }
+    // The single loop hands the tracker the pipeline's interval once more at the end,
+    // events or not.
+    while let Some((_, ns)) = merge.coarsen.pop_front() {
+        merge.state.coarsen(ns);
+    }
+    Ok(complete)
+}

@@ -1,0 +1,112 @@
+//! `analyze --threads N` gives the single-threaded run's output byte for byte (issue 14):
+//! on every committed capture (synthetic scenarios, the 28 lab captures, the public
+//! capture, the fuzz regressions that step the clock and coarsen the series), with 2 and 3
+//! workers, the JSON report, the RPC lines, the stderr notices and every file of `--out`
+//! (CSV tables, report.html) are compared; and on generated captures that coarsen the
+//! series after the last message, open connections by the thousand and reorder. Three workers on two cores also checks that the
+//! merge does not depend on which worker runs first.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Every file under `dir`, sorted.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut walk = vec![dir.to_path_buf()];
+    while let Some(d) = walk.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Every capture under fixtures/ and the analyze fuzz regressions.
+fn captures() -> Vec<PathBuf> {
+    let root = common::root();
+    let mut v: Vec<PathBuf> = files_under(&root.join("fixtures"))
+        .into_iter()
+        .filter(|p| p.file_name().unwrap().to_string_lossy().contains(".pcap"))
+        .collect();
+    v.extend(files_under(&root.join("fuzz/regressions/analyze")));
+    v
+}
+
+/// Generated captures that reach what the fixtures do not: a capture long enough to
+/// coarsen the series with no message after it (zero-window), connections by the
+/// thousand (flood-syn, flood-hello), reordering everywhere (reorder-storm).
+fn generated(dir: &Path) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    [("zero-window", 40_000), ("flood-syn", 20_000), ("flood-hello", 5_000), ("reorder-storm", 2_000)]
+        .iter()
+        .map(|(scenario, count)| {
+            let cap = dir.join(format!("{scenario}.pcap"));
+            let st = Command::new(env!("CARGO_BIN_EXE_lnetcap"))
+                .args(["synth", "--scenario", scenario, "--count", &count.to_string(), "-o"])
+                .arg(&cap)
+                .output()
+                .unwrap();
+            assert!(st.status.success(), "synth {scenario}");
+            cap
+        })
+        .collect()
+}
+
+/// Runs analyze with `threads` into `dir`; returns every output, named, and stderr.
+fn run(capture: &Path, threads: u32, dir: &Path) -> (Vec<(String, Vec<u8>)>, String) {
+    std::fs::create_dir_all(dir).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_lnetcap"))
+        .arg("analyze")
+        .arg(capture)
+        .args(["--threads", &threads.to_string(), "--table-format", "csv", "--json"])
+        .arg(dir.join("report.json"))
+        .arg("--rpcs")
+        .arg(dir.join("rpcs.jsonl"))
+        .arg("--out")
+        .arg(dir.join("out"))
+        .arg("-q")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{} --threads {threads}: {err}", capture.display());
+    let files = files_under(dir)
+        .into_iter()
+        .map(|p| (p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap()))
+        .collect();
+    (files, err)
+}
+
+#[test]
+fn parallel_output_equals_single_threaded_output_on_every_capture() {
+    let gen = std::env::temp_dir().join(format!("lnetcap-parallel-gen-{}", std::process::id()));
+    let mut caps = captures();
+    assert!(caps.len() >= 45, "the fixtures are there ({} captures)", caps.len());
+    caps.extend(generated(&gen));
+    let tmp = std::env::temp_dir().join(format!("lnetcap-parallel-{}", std::process::id()));
+    let mut compared = 0;
+    for cap in &caps {
+        let (one, err_one) = run(cap, 1, &tmp.join("t1"));
+        assert!(one.iter().any(|(n, b)| n == "report.json" && !b.is_empty()), "{}: a report", cap.display());
+        for threads in [2, 3] {
+            let (many, err_many) = run(cap, threads, &tmp.join(format!("t{threads}")));
+            let names = |v: &[(String, Vec<u8>)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+            assert_eq!(names(&one), names(&many), "{} --threads {threads}: the same files", cap.display());
+            for ((name, a), (_, b)) in one.iter().zip(&many) {
+                assert!(a == b, "{} --threads {threads}: {name} differs from the single-threaded run", cap.display());
+                compared += 1;
+            }
+            assert_eq!(err_one, err_many, "{} --threads {threads}: the same notices", cap.display());
+        }
+        std::fs::remove_dir_all(&tmp).ok();
+    }
+    std::fs::remove_dir_all(&gen).ok();
+    eprintln!("{} captures, {compared} output files compared", caps.len());
+}
