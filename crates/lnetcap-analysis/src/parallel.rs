@@ -32,7 +32,7 @@ use crate::analysis::{Rpcs, Sink};
 use crate::drive::{packet_notices, warnings, Notice, Observer, PROGRESS_EVERY_PACKETS};
 use crate::source::{Next, PacketSource};
 
-/// Packets in one worker's batch at most.
+/// Frames read into one set of batches at most.
 pub const BATCH_PACKETS: usize = 4096;
 /// Captured bytes in one worker's batch at most (records are copied into it).
 pub const BATCH_BYTES: usize = 512 << 10;
@@ -122,10 +122,15 @@ impl Worker {
                             offset: raw.offset,
                             interface: raw.interface,
                         };
+                        let f = stamp.frame;
+                        // A sweep of another worker's frame: its events as they stand now
+                        // (nothing of this worker's came between).
+                        if swept.as_ref().is_some_and(|(at, _)| at.frame != f) {
+                            self.flush_sweep(&mut swept, &mut out);
+                        }
                         let opened = self.pipe.connections_opened();
                         let folded = self.pipe.folded_connections().len();
                         let why = self.pipe.push_routed(&pkt, stamp, &mut evs);
-                        let f = stamp.frame;
                         if let Some(why) = why {
                             out.push(((f, PHASE_PACKET, 0), Out::Notice(format!("frame {f}: not decodable: {why}"))));
                         }
@@ -146,6 +151,10 @@ impl Worker {
             if let Some(last) = batch.finish {
                 self.pipe.finish_at(last, &mut evs);
                 self.attach(&mut evs, &mut out, |c| (u64::MAX, PHASE_SWEEP, c.map_or(0, |c| c.first.frame)));
+            }
+            // Kept for reuse, unless a huge record grew it (records reach 64 MiB).
+            if batch.bytes.capacity() > 2 * BATCH_BYTES {
+                batch.bytes = Vec::new();
             }
             batch.bytes.clear();
             batch.items.clear();
@@ -358,9 +367,11 @@ fn read_into<S: PacketSource + ?Sized>(
                     };
                     b.bytes.extend_from_slice(pkt.data);
                     b.items.push(Item::Packet { stamp: front.stamp, raw });
-                    count += 1;
                     bytes += pkt.data.len();
                 }
+                // Every frame counts: sweeps and coarsenings go to every batch even when
+                // no packet is routed.
+                count += 1;
             }
             Ok(Next::Tick) => continue,
             Ok(Next::End) => break,

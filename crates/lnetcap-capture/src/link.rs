@@ -205,7 +205,9 @@ pub fn tcp_tuple(linktype: u32, data: &[u8]) -> Option<(IpPair, u16, u16)> {
     let (ip_off, _) = link_to_ip(linktype, data).ok()?;
     let ip = data.get(ip_off..)?;
     let (pair, tcp_off) = match ip.first()? >> 4 {
-        4 => {
+        // TCP right after the IPv4 header (an AH header, which decode_packet skips,
+        // would shift the ports): else decode to know.
+        4 if ip.get(9) == Some(&6) => {
             let h = ip.get(..20)?;
             let a = |o: usize| Ipv4Addr::new(h[o], h[o + 1], h[o + 2], h[o + 3]);
             (IpPair { src: IpAddr::V4(a(12)), dst: IpAddr::V4(a(16)) }, usize::from(h[0] & 0x0f) * 4)
