@@ -463,16 +463,24 @@ impl Pipeline {
     /// Processes one packet record; events are appended to `out`. Returns the reason when
     /// the frame could not be decoded (the caller may report it with the frame number).
     pub fn push(&mut self, pkt: &Packet<'_>, out: &mut Vec<LnetEvent>) -> Option<NotTcp> {
-        self.frames += 1;
-        let stamp = Stamp { frame: pkt.frame, ts_ns: self.clock(pkt.frame, pkt.ts_ns) };
-        self.last = stamp;
-        self.bound_series(stamp.ts_ns);
-        if self.sweeps.tick(stamp.ts_ns) {
+        let (stamp, sweep) = self.take_frame(pkt);
+        if sweep {
             self.table.sweep_at(stamp.ts_ns, &mut self.dec);
         }
         let res = self.decode_and_process(pkt, stamp);
         self.drain(out);
         res
+    }
+
+    /// What every frame does first, here and in a parallel run's reader: counted, its
+    /// clock corrected, the series bound kept; returns its stamp and whether the flow
+    /// tables sweep before it.
+    fn take_frame(&mut self, pkt: &Packet<'_>) -> (Stamp, bool) {
+        self.frames += 1;
+        let stamp = Stamp { frame: pkt.frame, ts_ns: self.clock(pkt.frame, pkt.ts_ns) };
+        self.last = stamp;
+        self.bound_series(stamp.ts_ns);
+        (stamp, self.sweeps.tick(stamp.ts_ns))
     }
 
     /// The timestamp the analysis uses for a frame: a clock that steps (a timestamp far

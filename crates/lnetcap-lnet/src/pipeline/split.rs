@@ -43,11 +43,7 @@ impl Pipeline {
     /// `decode_packet` reads one is routed undecoded (its worker decodes it, and counts it
     /// if it is not TCP after all); any other is decoded here.
     pub fn front(&mut self, pkt: &Packet<'_>) -> Front {
-        self.frames += 1;
-        let stamp = Stamp { frame: pkt.frame, ts_ns: self.clock(pkt.frame, pkt.ts_ns) };
-        self.last = stamp;
-        self.bound_series(stamp.ts_ns);
-        let sweep = self.sweeps.tick(stamp.ts_ns);
+        let (stamp, sweep) = self.take_frame(pkt);
         let mut front = Front { stamp, route: None, sweep, not_decodable: None };
         let route = |ip: lnetcap_capture::IpPair, sp: u16, dp: u16| {
             ConnKey::route(Endpoint { ip: ip.src, port: sp }, Endpoint { ip: ip.dst, port: dp })
