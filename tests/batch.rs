@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -288,25 +288,7 @@ fn rerun_analyses_nothing_and_a_touched_file_redoes_only_its_group() {
     assert!(summary_line(&forced).contains("3 units: 3 analysed, 0 up to date"), "{}", stderr(&forced));
 }
 
-/// Every file under `dir`, relative, with its bytes.
-pub(crate) fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let mut bytes = Vec::new();
-                std::fs::File::open(&p).unwrap().read_to_end(&mut bytes).unwrap();
-                out.push((p.strip_prefix(dir).unwrap().display().to_string(), bytes));
-            }
-        }
-    }
-    out.sort();
-    out
-}
+pub(crate) use common::tree;
 
 #[test]
 fn shards_merged_equal_the_single_run_byte_for_byte() {

@@ -11,32 +11,14 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Every file under `dir`, sorted.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut walk = vec![dir.to_path_buf()];
-    while let Some(d) = walk.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk.push(p);
-            } else {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
-    files
-}
-
 /// Every capture under fixtures/ and the analyze fuzz regressions.
 fn captures() -> Vec<PathBuf> {
     let root = common::root();
-    let mut v: Vec<PathBuf> = files_under(&root.join("fixtures"))
+    let mut v: Vec<PathBuf> = common::files_under(&root.join("fixtures"))
         .into_iter()
         .filter(|p| p.file_name().unwrap().to_string_lossy().contains(".pcap"))
         .collect();
-    v.extend(files_under(&root.join("fuzz/regressions/analyze")));
+    v.extend(common::files_under(&root.join("fuzz/regressions/analyze")));
     v
 }
 
@@ -77,10 +59,7 @@ fn run(capture: &Path, threads: u32, dir: &Path) -> (Vec<(String, Vec<u8>)>, Str
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(matches!(o.status.code(), Some(0 | 1)), "{} --threads {threads}: {err}", capture.display());
-    let files = files_under(dir)
-        .into_iter()
-        .map(|p| (p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap()))
-        .collect();
+    let files = common::tree(dir);
     (files, err)
 }
 

@@ -304,3 +304,29 @@ pub fn analyze_under_rss_probe(capture: &Path, json: &Path) -> (Value, PeakRss) 
     let report = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
     (report, peak)
 }
+
+/// Every file under `dir`, sorted.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut walk = vec![dir.to_path_buf()];
+    while let Some(d) = walk.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Every file under `dir`, relative, with its bytes, sorted by name.
+pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    files_under(dir)
+        .into_iter()
+        .map(|p| (p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap()))
+        .collect()
+}
