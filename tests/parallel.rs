@@ -42,6 +42,49 @@ fn generated(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// A capture whose notices come from both sides of a parallel run, interleaved: TCP
+/// segments with a cut data offset (routed by their tuple, found not decodable by the
+/// worker), frames with a cut IPv4 header (not routable: the reading thread decodes and
+/// reports them) and clock steps (the reading thread), around an LNet connection, for
+/// more frames than the batches in flight hold.
+fn mixed_notices(dir: &Path) -> PathBuf {
+    use lnetcap_synth::pcapw::CaptureWriter;
+    use lnetcap_synth::{Container, Link};
+    let mut w = CaptureWriter::new(Container::PcapUs, Link::Ethernet, 65535);
+    let mut t = 1_000_000_000i64;
+    let mut seq = [1000u32, 5000];
+    w.packet(t, &common::tcp_packet(0, seq[0] - 1, 0, 0x02, 1000, &[]));
+    for i in 0..40_000u32 {
+        t += 1_000;
+        match i % 1000 {
+            // Data offset 4 words (16 bytes < 20): the worker's notice.
+            7 => {
+                let mut p = common::tcp_packet((i % 2) as usize, seq[0], seq[1], 0x10, 1000, &[]);
+                p[14 + 20 + 12] = 0x40;
+                w.packet(t, &p);
+            }
+            // An IPv4 header cut at 10 bytes: the reading thread's notice.
+            8 => {
+                let p = common::tcp_packet(0, seq[0], seq[1], 0x10, 1000, &[]);
+                w.packet(t, &p[..14 + 10]);
+            }
+            // A timestamp a year ahead: the reading thread's clock step.
+            9 if i % 3000 == 9 => {
+                w.packet(t + 365 * 86_400_000_000_000, &common::tcp_packet(1, seq[1], seq[0], 0x10, 1000, &[]))
+            }
+            _ => {
+                let d = (i % 2) as usize;
+                let pl = [0u8; 64];
+                w.packet(t, &common::tcp_packet(d, seq[d], seq[1 - d], 0x18, 1000, &pl));
+                seq[d] += 64;
+            }
+        }
+    }
+    let cap = dir.join("mixed-notices.pcap");
+    std::fs::write(&cap, w.finish()).unwrap();
+    cap
+}
+
 /// Runs analyze with `threads` into `dir`; returns every output, named, and stderr.
 fn run(capture: &Path, threads: u32, dir: &Path) -> (Vec<(String, Vec<u8>)>, String) {
     std::fs::create_dir_all(dir).unwrap();
@@ -69,6 +112,7 @@ fn parallel_output_equals_single_threaded_output_on_every_capture() {
     let mut caps = captures();
     assert!(caps.len() >= 45, "the fixtures are there ({} captures)", caps.len());
     caps.extend(generated(&gen));
+    caps.push(mixed_notices(&gen));
     let tmp = std::env::temp_dir().join(format!("lnetcap-parallel-{}", std::process::id()));
     let mut compared = 0;
     for cap in &caps {
@@ -83,6 +127,13 @@ fn parallel_output_equals_single_threaded_output_on_every_capture() {
                 compared += 1;
             }
             assert_eq!(err_one, err_many, "{} --threads {threads}: the same notices", cap.display());
+            if cap.ends_with("mixed-notices.pcap") {
+                // Both sides spoke, interleaved (what the order is checked on).
+                let lines: Vec<&str> = err_one.lines().collect();
+                let worker = lines.iter().position(|l| l.contains("frame 9: not decodable")).unwrap();
+                let reader = lines.iter().position(|l| l.contains("frame 10: not decodable")).unwrap();
+                assert!(worker < reader, "{err_one}");
+            }
         }
         std::fs::remove_dir_all(&tmp).ok();
     }

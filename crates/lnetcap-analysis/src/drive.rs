@@ -146,20 +146,27 @@ pub(crate) fn packet_notices(
     pipe: &mut Pipeline,
     obs: &mut dyn Observer,
 ) {
+    packet_warnings(pkt, why, pipe, |text| obs.notice(name, Notice::Warning(text)));
+}
+
+/// [`packet_notices`], each warning's text to `note`.
+pub(crate) fn packet_warnings(
+    pkt: &lnetcap_capture::Packet<'_>,
+    why: Option<lnetcap_capture::NotTcp>,
+    pipe: &mut Pipeline,
+    mut note: impl FnMut(String),
+) {
     if let Some(why) = why {
-        obs.notice(name, Notice::Warning(format!("frame {}: not decodable: {why}", pkt.frame)));
+        note(format!("frame {}: not decodable: {why}", pkt.frame));
     }
     if let Some((frame, raw, jump, shift)) = pipe.take_clock_step() {
-        obs.notice(
-            name,
-            Notice::Warning(format!(
-                "frame {frame} (offset {}): timestamp {:.6} s jumps {:+.3} s from the frame before; this frame and those after it are shifted by {:+.3} s",
-                pkt.offset,
-                raw as f64 / 1e9,
-                jump as f64 / 1e9,
-                shift as f64 / 1e9
-            )),
-        );
+        note(format!(
+            "frame {frame} (offset {}): timestamp {:.6} s jumps {:+.3} s from the frame before; this frame and those after it are shifted by {:+.3} s",
+            pkt.offset,
+            raw as f64 / 1e9,
+            jump as f64 / 1e9,
+            shift as f64 / 1e9
+        ));
     }
 }
 
@@ -171,6 +178,16 @@ pub(crate) fn warnings<S: PacketSource + ?Sized>(
     pipe: &mut Pipeline,
     obs: &mut dyn Observer,
 ) {
+    record_warnings(source, pipe, |text| obs.notice(name, Notice::Warning(text)));
+}
+
+/// [`warnings`], each warning's text to `note`.
+#[inline]
+pub(crate) fn record_warnings<S: PacketSource + ?Sized>(
+    source: &mut S,
+    pipe: &mut Pipeline,
+    mut note: impl FnMut(String),
+) {
     if !source.has_warnings() {
         return;
     }
@@ -178,6 +195,6 @@ pub(crate) fn warnings<S: PacketSource + ?Sized>(
         if !w.frame_delivered() {
             pipe.count_unreadable_frame();
         }
-        obs.notice(name, Notice::Warning(w.to_string()));
+        note(w.to_string());
     }
 }

@@ -29,7 +29,7 @@ use lnetcap_lnet::LnetEvent;
 use lnetcap_tcp::{CapturePoint, ConnId, Connection, Stamp};
 
 use crate::analysis::{Rpcs, Sink};
-use crate::drive::{packet_notices, warnings, Notice, Observer, PROGRESS_EVERY_PACKETS};
+use crate::drive::{packet_warnings, record_warnings, warnings, Notice, Observer, PROGRESS_EVERY_PACKETS};
 use crate::source::{Next, PacketSource};
 
 /// Frames read into one set of batches at most.
@@ -69,6 +69,9 @@ type Key = (u64, u8, u64);
 const PHASE_FOLD: u8 = 0;
 const PHASE_SWEEP: u8 = 1;
 const PHASE_PACKET: u8 = 2;
+/// The reading thread's notices of a frame: after the worker's (why the packet is not
+/// decodable), as the single loop gives them after the packet.
+const PHASE_NOTICE: u8 = 3;
 
 #[derive(Debug)]
 enum Out {
@@ -211,11 +214,29 @@ struct Merge<'a> {
     folded: Vec<u32>,
     /// Emptied batches, for the reader to fill again.
     spare: Vec<Batch>,
+    /// The reading thread's notices of each batch in flight, oldest first: they reach the
+    /// observer in capture order with the workers' (stderr as the single loop's).
+    notes: VecDeque<Outs>,
+}
+
+/// The reading thread's notices of the batch being read, keyed after the frame's packet.
+#[derive(Default)]
+struct Notes {
+    list: Outs,
+    seq: u64,
+}
+
+impl Notes {
+    fn add(&mut self, frame: u64, text: String) {
+        self.list.push(((frame, PHASE_NOTICE, self.seq), Out::Notice(text)));
+        self.seq += 1;
+    }
 }
 
 impl Merge<'_> {
     fn batch(&mut self, rxs: &[Receiver<Done>]) -> anyhow::Result<()> {
-        let mut all = Vec::new();
+        let mut all: Vec<(Key, usize, Out)> = Vec::new();
+        all.extend(self.notes.pop_front().unwrap_or_default().into_iter().map(|(k, o)| (k, 0, o)));
         for (w, rx) in rxs.iter().enumerate() {
             let (outs, spare) =
                 rx.recv().map_err(|_| anyhow::anyhow!("{}: a worker of the parallel run stopped", self.name))?;
@@ -295,6 +316,7 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
             coarsen: VecDeque::new(),
             folded: Vec::new(),
             spare: Vec::new(),
+            notes: VecDeque::new(),
         };
         let complete = read_into(name, source, pipe, &txs, &rxs, &mut merge)?;
         drop(txs);
@@ -328,10 +350,12 @@ fn read_into<S: PacketSource + ?Sized>(
     let mut batches: Vec<Batch> = (0..n).map(|_| Batch::default()).collect();
     let (mut count, mut bytes, mut in_flight, mut seen) = (0usize, 0usize, 0usize, 0u64);
     let mut interval = pipe.series_interval_ns();
-    let mut complete = true;
-    let send = |batches: &mut Vec<Batch>, spare: &mut Vec<Batch>| -> anyhow::Result<()> {
+    let mut read_error = None;
+    let mut notes = Notes::default();
+    let send = |batches: &mut Vec<Batch>, merge: &mut Merge<'_>, notes: &mut Notes| -> anyhow::Result<()> {
+        merge.notes.push_back(std::mem::take(&mut notes.list));
         for (tx, b) in txs.iter().zip(batches.iter_mut()) {
-            let next = spare.pop().unwrap_or_default();
+            let next = merge.spare.pop().unwrap_or_default();
             tx.send(std::mem::replace(b, next))
                 .map_err(|_| anyhow::anyhow!("{name}: a worker of the parallel run stopped"))?;
         }
@@ -346,7 +370,8 @@ fn read_into<S: PacketSource + ?Sized>(
         match source.poll() {
             Ok(Next::Packet(pkt)) => {
                 let mut front = pipe.front(&pkt);
-                packet_notices(name, &pkt, front.not_decodable.take(), pipe, merge.obs);
+                let f = pkt.frame;
+                packet_warnings(&pkt, front.not_decodable.take(), pipe, |text| notes.add(f, text));
                 if pipe.series_interval_ns() != interval {
                     interval = pipe.series_interval_ns();
                     batches.iter_mut().for_each(|b| b.items.push(Item::Coarsen(interval)));
@@ -376,14 +401,14 @@ fn read_into<S: PacketSource + ?Sized>(
             Ok(Next::Tick) => continue,
             Ok(Next::End) => break,
             Err(e) => {
-                merge.obs.notice(name, Notice::ReadError(&e));
-                complete = false;
+                read_error = Some(e);
                 break;
             }
         }
-        warnings(name, source, pipe, merge.obs);
+        let f = pipe.last_stamp().frame;
+        record_warnings(source, pipe, |text| notes.add(f, text));
         if count >= BATCH_PACKETS || bytes >= BATCH_BYTES {
-            send(&mut batches, &mut merge.spare)?;
+            send(&mut batches, merge, &mut notes)?;
             (count, bytes) = (0, 0);
             in_flight += 1;
             if in_flight >= DEPTH {
@@ -392,20 +417,24 @@ fn read_into<S: PacketSource + ?Sized>(
             }
         }
     }
-    warnings(name, source, pipe, merge.obs);
-    merge.obs.finished(name);
     let last = pipe.last_stamp();
     batches.iter_mut().for_each(|b| b.finish = Some(last));
-    send(&mut batches, &mut merge.spare)?;
+    send(&mut batches, merge, &mut notes)?;
     in_flight += 1;
     while in_flight > 0 {
         merge.batch(rxs)?;
         in_flight -= 1;
     }
+    // After every frame's notices, as the single loop ends.
+    if let Some(e) = &read_error {
+        merge.obs.notice(name, Notice::ReadError(e));
+    }
+    warnings(name, source, pipe, merge.obs);
+    merge.obs.finished(name);
     // The single loop hands the tracker the pipeline's interval once more at the end,
     // events or not.
     while let Some((_, ns)) = merge.coarsen.pop_front() {
         merge.state.coarsen(ns);
     }
-    Ok(complete)
+    Ok(read_error.is_none())
 }
