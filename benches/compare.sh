@@ -6,7 +6,8 @@
 #
 #   bash benches/compare.sh [--quick]
 #
-# Environment: RUNS (default 5; 3 for the full-payload capture), TMPDIR (where the captures
+# Environment: PROFILE (cargo profile, default dist), RUNS (default 5; 3 for the
+# full-payload capture), TMPDIR (where the captures
 # are written: the full-payload one takes FULL_GB, default 6, GB; removed at exit),
 # FULL_GB, HEADER_RPCS (default 130: 1.15 M packets), TSHARK_FULL=1 to time tshark on the
 # full-payload capture too (minutes). --quick: 1 run each, a 0.5 GB full-payload capture.
@@ -32,8 +33,11 @@ if ((quick)); then runs=1; full_gb=0.5; fi
 for t in tshark tcptrace python3; do
   command -v $t >/dev/null || { echo "compare.sh needs $t (apt-get install -y $t)" >&2; exit 1; }
 done
-cargo build --release --quiet
-bin=$PWD/target/release/lnetcap
+# The dist profile (fat LTO, one codegen unit): the binary one installs. PROFILE=release
+# times the test build instead.
+profile=${PROFILE:-dist}
+cargo build --profile "$profile" --quiet
+bin=$PWD/target/$profile/lnetcap
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -3,9 +3,10 @@
 //!
 //! Two layers:
 //! - [`reader`]: [`CaptureReader`] yields [`Packet`]s (1-based frame number, capture
-//!   timestamp in ns, link type, captured bytes, original length). Plain files are memory
-//!   mapped and parsed in place; stdin and compressed input go through a bounded streaming
-//!   buffer. Container parsing uses `pcap-parser`.
+//!   timestamp in ns, link type, captured bytes, original length). Files, stdin and
+//!   compressed input all go through one bounded streaming buffer and are parsed in place.
+//!   Container parsing uses `pcap-parser` (a pcap record's 16-byte header, on every frame,
+//!   is read in place).
 //! - [`link`]: [`decode_packet`] turns a record into a [`TcpSegment`] view (addresses, ports,
 //!   sequence numbers, flags, options, captured payload and the payload length the IP header
 //!   claims) or says why it is not one ([`NotTcp`]).

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use pcap_parser::nom;
 use pcap_parser::pcapng::Block;
-use pcap_parser::{parse_block_be, parse_block_le, parse_pcap_frame, parse_pcap_frame_be};
+use pcap_parser::{parse_block_be, parse_block_le};
 
 use crate::error::CaptureError;
 use crate::limits::{MAX_INTERFACES, MAX_RECORD_BYTES, STREAM_CHUNK_BYTES};
@@ -400,6 +400,12 @@ impl CaptureReader {
     /// header whose length cannot be trusted). Malformed blocks that can be skipped are
     /// reported through [`drain_warnings`](Self::drain_warnings).
     pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
+        // The usual record: a whole pcap record in the window.
+        if let CaptureFormat::Pcap { nanos, big_endian, linktype, .. } = self.format {
+            if let Some(p) = whole_pcap_record(self.window(), nanos, big_endian, linktype) {
+                return Ok(Some(self.take_packet(p)));
+            }
+        }
         loop {
             let win = self.window();
             if win.is_empty() {
@@ -454,26 +460,29 @@ impl CaptureReader {
                     self.pos += self.window().len();
                     return Err(e);
                 }
-                Step::Packet(p) => {
-                    let offset = self.offset();
-                    let start = self.pos + p.data_start;
-                    self.pos += p.consumed;
-                    self.frame += 1;
-                    if p.data_len > p.origlen as usize {
-                        self.suspect_caplen(offset, p.data_len, p.origlen);
-                    }
-                    self.last_ts_ns = p.ts_ns;
-                    return Ok(Some(Packet {
-                        frame: self.frame,
-                        ts_ns: p.ts_ns,
-                        linktype: p.linktype,
-                        origlen: p.origlen,
-                        data: self.slice_at(start, p.data_len),
-                        offset,
-                        interface: p.interface,
-                    }));
-                }
+                Step::Packet(p) => return Ok(Some(self.take_packet(p))),
             }
+        }
+    }
+
+    /// The packet of a record found whole in the window; the reader moves past it.
+    fn take_packet(&mut self, p: PacketStep) -> Packet<'_> {
+        let offset = self.offset();
+        let start = self.pos + p.data_start;
+        self.pos += p.consumed;
+        self.frame += 1;
+        if p.data_len > p.origlen as usize {
+            self.suspect_caplen(offset, p.data_len, p.origlen);
+        }
+        self.last_ts_ns = p.ts_ns;
+        Packet {
+            frame: self.frame,
+            ts_ns: p.ts_ns,
+            linktype: p.linktype,
+            origlen: p.origlen,
+            data: self.slice_at(start, p.data_len),
+            offset,
+            interface: p.interface,
         }
     }
 }
@@ -516,19 +525,15 @@ fn read_up_to(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
-fn needed(n: nom::Needed) -> u64 {
-    match n {
-        nom::Needed::Size(s) => s.get() as u64,
-        nom::Needed::Unknown => 1,
-    }
-}
-
 fn u32_at(w: &[u8], o: usize, be: bool) -> Option<u32> {
     let b: [u8; 4] = w.get(o..o + 4)?.try_into().ok()?;
     Some(if be { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) })
 }
 
 fn step_pcap(win: &[u8], nanos: bool, be: bool, linktype: u32) -> Step {
+    if let Some(p) = whole_pcap_record(win, nanos, be, linktype) {
+        return Step::Packet(p);
+    }
     if win.len() < 16 {
         return Step::Need(16 - win.len() as u64);
     }
@@ -538,25 +543,38 @@ fn step_pcap(win: &[u8], nanos: bool, be: bool, linktype: u32) -> Step {
             "record claims {caplen} captured bytes (limit {MAX_RECORD_BYTES}); the file is corrupt from here on"
         ));
     }
-    let parsed = if be { parse_pcap_frame_be(win) } else { parse_pcap_frame(win) };
-    match parsed {
-        Ok((rest, blk)) => {
-            let consumed = win.len() - rest.len();
-            let frac = if nanos { u64::from(blk.ts_usec) } else { u64::from(blk.ts_usec) * 1000 };
-            let ts_ns = (i64::from(blk.ts_sec)) * 1_000_000_000 + frac as i64;
-            Step::Packet(PacketStep {
-                consumed,
-                data_start: 16,
-                data_len: blk.data.len(),
-                ts_ns,
-                linktype,
-                origlen: blk.origlen,
-                interface: 0,
-            })
+    Step::Need((16 + caplen).saturating_sub(win.len()) as u64)
+}
+
+/// A pcap record whose 16-byte header and captured bytes are all in `win` (the record
+/// layout of pcap-savefile(5): seconds, sub-second units, captured length, original
+/// length), within the record limit; `None` for anything else (`step_pcap` says what).
+/// Read in place: four words do not need a parser, and every frame comes through here.
+#[inline]
+fn whole_pcap_record(win: &[u8], nanos: bool, be: bool, linktype: u32) -> Option<PacketStep> {
+    let h: &[u8; 16] = win.get(..16)?.try_into().ok()?;
+    let word = |o: usize| {
+        let b = [h[o], h[o + 1], h[o + 2], h[o + 3]];
+        if be {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
         }
-        Err(nom::Err::Incomplete(n)) => Step::Need(needed(n)),
-        Err(_) => Step::Fatal("unparsable pcap record header".into()),
+    };
+    let caplen = word(8) as usize;
+    if caplen > MAX_RECORD_BYTES || win.len() - 16 < caplen {
+        return None;
     }
+    let frac = if nanos { u64::from(word(4)) } else { u64::from(word(4)) * 1000 };
+    Some(PacketStep {
+        consumed: 16 + caplen,
+        data_start: 16,
+        data_len: caplen,
+        ts_ns: i64::from(word(0)) * 1_000_000_000 + frac as i64,
+        linktype,
+        origlen: word(12),
+        interface: 0,
+    })
 }
 
 fn iface_from_idb(linktype: i32, snaplen: u32, tsresol: u8, tsoffset: i64) -> Interface {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use lnetcap_capture::{NotTcp, Packet};
 use lnetcap_tcp::limits::MAX_SERIES_INTERVALS;
-use lnetcap_tcp::{ConnId, Connection, Dir, FlowTable, Stamp, StreamEvent, StreamSink, SweepClock, Verdict};
+use lnetcap_tcp::{ConnId, Connection, Dir, FlowTable, GapReason, Stamp, StreamEvent, StreamSink, SweepClock, Verdict};
 use serde::Serialize;
 
 use crate::framer::{looks_like_lnet, Framer, FramerStats};
@@ -65,7 +65,28 @@ impl Class {
 #[derive(Debug, Default, Clone)]
 struct DirAcct {
     anomalies: BTreeMap<&'static str, u64>,
-    gaps: BTreeMap<&'static str, u64>,
+    /// Stream gaps by reason (`GAP_REASONS` order): a header-only capture has one per
+    /// data segment, too many for a map keyed by name.
+    gaps: [u64; 3],
+}
+
+/// Every gap reason, in the order of `DirAcct::gaps`.
+const GAP_REASONS: [GapReason; 3] = [GapReason::Snaplen, GapReason::CaptureLoss, GapReason::BufferLimit];
+
+impl DirAcct {
+    fn gap(&mut self, reason: GapReason) {
+        let i = match reason {
+            GapReason::Snaplen => 0,
+            GapReason::CaptureLoss => 1,
+            GapReason::BufferLimit => 2,
+        };
+        self.gaps[i] += 1;
+    }
+
+    /// The gaps by reason's name, the reasons that occurred.
+    fn gaps_by_name(&self) -> BTreeMap<&'static str, u64> {
+        GAP_REASONS.iter().zip(self.gaps).filter(|(_, n)| *n > 0).map(|(r, n)| (r.as_str(), n)).collect()
+    }
 }
 
 impl ConnState {
@@ -218,7 +239,7 @@ impl StreamSink for Decoder {
         match ev {
             StreamEvent::Data { offset, bytes } => framer.on_data(offset, bytes, stamp, &mut self.out),
             StreamEvent::Gap { offset, len, reason } => {
-                *st.acct[d].gaps.entry(reason.as_str()).or_default() += 1;
+                st.acct[d].gap(reason);
                 framer.on_gap(offset, len, stamp, &mut self.out);
             }
             StreamEvent::Fin { offset } => framer.end(offset, &mut self.out),
@@ -664,7 +685,7 @@ impl Pipeline {
                     desyncs,
                     resyncs,
                     invalid_headers,
-                    gaps: st.acct[d].gaps.clone(),
+                    gaps: st.acct[d].gaps_by_name(),
                     anomalies: st.acct[d].anomalies.clone(),
                 }
             });

@@ -284,6 +284,15 @@ impl Seen {
         if !after(b, a) {
             return;
         }
+        // The usual segment: in order, it extends the highest range (nothing else touches).
+        if let Some(last) = self.ranges.back_mut() {
+            if !after(a, last.1) && !after(last.0, a) {
+                if after(b, last.1) {
+                    last.1 = b;
+                }
+                return;
+            }
+        }
         let (mut a, mut b) = (a, b);
         // Merge every range that touches [a, b).
         self.ranges.retain(|&(s, e)| {
@@ -456,14 +465,11 @@ fn on_data(me: &mut DirState, peer: &mut DirState, s: &SegInfo<'_>, series_ns: i
         }
         me.seen.add(seq, end);
         let retrans = repeats || upstream;
-        let k = s.ts.div_euclid(series_ns) * series_ns;
-        let b = match me.perf.tx_series.last_entry() {
-            Some(e) if *e.key() == k => e.into_mut(),
-            _ => me.perf.tx_series.entry(k).or_default(),
-        };
-        b.bytes += u64::from(s.len);
-        b.segments += 1;
-        b.retransmits += u32::from(retrans);
+        series_slot(&mut me.perf.tx_series, s.ts, series_ns, TxBucket::default, |b| {
+            b.bytes += u64::from(s.len);
+            b.segments += 1;
+            b.retransmits += u32::from(retrans);
+        });
         if retrans {
             if upstream {
                 me.perf.retransmits_upstream += 1;
@@ -616,6 +622,24 @@ pub(crate) struct SegInfo<'a> {
     pub options: &'a [u8],
 }
 
+/// Gives `f` the bucket of a series (interval start → bucket, keys multiples of
+/// `series_ns`) for capture time `t`, made with `init` if new. Samples come in time
+/// order, so it is almost always the last bucket: that one is recognised without a
+/// division (a 64-bit division per sample in three series cost more than the rest of a
+/// sample's bookkeeping).
+fn series_slot<B>(
+    series: &mut BTreeMap<i64, B>,
+    t: i64,
+    series_ns: i64,
+    init: impl FnOnce() -> B,
+    f: impl FnOnce(&mut B),
+) {
+    match series.last_entry() {
+        Some(mut e) if *e.key() <= t && t.saturating_sub(*e.key()) < series_ns => f(e.get_mut()),
+        _ => f(series.entry(t.div_euclid(series_ns) * series_ns).or_insert_with(init)),
+    }
+}
+
 /// Re-keys a series (interval start → bucket) at `series_ns`, merging in time order the
 /// buckets that fall in one new interval.
 pub fn regroup<B: Copy>(series: &mut BTreeMap<i64, B>, series_ns: i64, merge: impl Fn(B, B) -> B) {
@@ -664,17 +688,25 @@ impl DirPerf {
         self.recent_loops.push_back(x);
         self.loops_seen += 1;
         if self.loops_seen < RECENT_REFRESH || self.loops_seen % RECENT_REFRESH == 0 {
-            let v: Vec<i64> = self.recent_loops.iter().copied().collect();
-            self.recent_median = median(&v);
+            let mut v = [0i64; RECENT_LOOPS];
+            let n = self.recent_loops.len();
+            for (d, x) in v.iter_mut().zip(&self.recent_loops) {
+                *d = *x;
+            }
+            // The middle element (the same as `median`), without a sort or an allocation.
+            self.recent_median = (n > 0).then(|| *v[..n].select_nth_unstable(n / 2).1);
         }
-        let k = t.div_euclid(series_ns) * series_ns;
-        let b = match self.loop_series.last_entry() {
-            Some(e) if *e.key() == k => e.into_mut(),
-            _ => self.loop_series.entry(k).or_insert(LoopBucket { min: x, sum: 0, n: 0 }),
-        };
-        b.min = b.min.min(x);
-        b.sum += x;
-        b.n += 1;
+        series_slot(
+            &mut self.loop_series,
+            t,
+            series_ns,
+            || LoopBucket { min: x, sum: 0, n: 0 },
+            |b| {
+                b.min = b.min.min(x);
+                b.sum += x;
+                b.n += 1;
+            },
+        );
     }
 
     /// Median of the latest loop samples, ns.
@@ -891,12 +923,7 @@ impl DirPerf {
     fn add_flight(&mut self, s: &FlightSample, series_ns: i64) {
         let idle = (2 * self.recent_loop().unwrap_or(0)).max(MIN_RTO_NS);
         let c = self.cwnd.add(s, idle);
-        let k = s.t.div_euclid(series_ns) * series_ns;
-        // Samples come in time order: the bucket is almost always the last one.
-        match self.flight_series.last_entry() {
-            Some(mut e) if *e.key() == k => e.get_mut().add(s, c),
-            _ => self.flight_series.entry(k).or_default().add(s, c),
-        }
+        series_slot(&mut self.flight_series, s.t, series_ns, FlightBucket::default, |b| b.add(s, c));
     }
 }
 

@@ -70,7 +70,9 @@ impl History {
         }
         let len = self.ring.len();
         let n = len as u64;
-        let mut pos = (start % n) as usize;
+        // The ring's length is a power of two (`grow`): a mask, not a division.
+        debug_assert!(len.is_power_of_two());
+        let mut pos = (start & (n - 1)) as usize;
         let mut rest = bytes;
         while !rest.is_empty() {
             let k = rest.len().min(len - pos);
@@ -111,7 +113,7 @@ impl History {
     /// Compares `bytes` (at stream offset `off`) with the known history. Returns (differing
     /// bytes, offset of the first difference).
     fn compare(&self, off: u64, bytes: &[u8]) -> (u64, u64) {
-        let n = self.ring.len() as u64;
+        let mask = (self.ring.len() as u64).wrapping_sub(1);
         let end = off + bytes.len() as u64;
         let mut differ = 0u64;
         let mut first = u64::MAX;
@@ -120,7 +122,7 @@ impl History {
             let hi = b.min(end);
             let mut o = lo;
             while o < hi {
-                if self.ring[(o % n) as usize] != bytes[(o - off) as usize] {
+                if self.ring[(o & mask) as usize] != bytes[(o - off) as usize] {
                     differ += 1;
                     first = first.min(o);
                 }
