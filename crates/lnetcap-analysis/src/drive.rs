@@ -139,6 +139,7 @@ pub fn drive_piece<S: PacketSource + ?Sized>(
 
 /// What a packet the pipeline took tells the observer: why it is not decodable, a step
 /// of the capture's clock.
+#[inline]
 pub(crate) fn packet_notices(
     name: &str,
     pkt: &lnetcap_capture::Packet<'_>,
@@ -150,6 +151,7 @@ pub(crate) fn packet_notices(
 }
 
 /// [`packet_notices`], each warning's text to `note`.
+#[inline]
 pub(crate) fn packet_warnings(
     pkt: &lnetcap_capture::Packet<'_>,
     why: Option<lnetcap_capture::NotTcp>,

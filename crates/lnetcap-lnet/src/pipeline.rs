@@ -553,6 +553,7 @@ impl Pipeline {
 
     /// The latest clock step since asked: (frame, its raw timestamp, its jump from the
     /// frame before, the shift applied from it on), for a notice.
+    #[inline]
     pub fn take_clock_step(&mut self) -> Option<(u64, i64, i64, i64)> {
         self.clock_step.take()
     }
@@ -564,6 +565,10 @@ impl Pipeline {
     }
 
     fn drain(&mut self, out: &mut Vec<LnetEvent>) {
+        // Most packets finish no message.
+        if self.dec.out.is_empty() {
+            return;
+        }
         for ev in &self.dec.out {
             if let LnetEvent::Message(m) = ev {
                 *self.kinds.entry(m.kind()).or_default() += 1;
