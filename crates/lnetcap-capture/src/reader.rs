@@ -379,14 +379,8 @@ impl CaptureReader {
         if w.len() < 24 {
             return Err(CaptureError::Truncated { offset: 0, frame: 0, needed: 24 - w.len() as u64 });
         }
-        let rd = |o: usize| {
-            let b = [w[o], w[o + 1], w[o + 2], w[o + 3]];
-            if big_endian {
-                u32::from_be_bytes(b)
-            } else {
-                u32::from_le_bytes(b)
-            }
-        };
+        // The 24-byte header is there (checked above).
+        let rd = |o: usize| u32_at(w, o, big_endian).unwrap_or(0);
         let snaplen = rd(16);
         // The low 16 bits hold the link type; the upper bits may carry FCS information.
         let linktype = rd(20) & 0xffff;
@@ -552,15 +546,8 @@ fn step_pcap(win: &[u8], nanos: bool, be: bool, linktype: u32) -> Step {
 /// Read in place: four words do not need a parser, and every frame comes through here.
 #[inline]
 fn whole_pcap_record(win: &[u8], nanos: bool, be: bool, linktype: u32) -> Option<PacketStep> {
-    let h: &[u8; 16] = win.get(..16)?.try_into().ok()?;
-    let word = |o: usize| {
-        let b = [h[o], h[o + 1], h[o + 2], h[o + 3]];
-        if be {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        }
-    };
+    let h = win.get(..16)?;
+    let word = |o: usize| u32_at(h, o, be).unwrap_or(0);
     let caplen = word(8) as usize;
     if caplen > MAX_RECORD_BYTES || win.len() - 16 < caplen {
         return None;
