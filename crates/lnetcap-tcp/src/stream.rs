@@ -101,10 +101,18 @@ impl History {
     fn grow(&mut self, need: usize) {
         let len = need.next_power_of_two().clamp(256, HISTORY_BYTES);
         let mut ring = vec![0; len];
-        let (old, on, nn) = (&self.ring, self.ring.len() as u64, len as u64);
+        let old = &self.ring;
+        // Both lengths are powers of two: a stream offset's place is offset & (len - 1).
+        let (om, nm) = (old.len().wrapping_sub(1) as u64, (len - 1) as u64);
         for &(a, b) in &self.ranges {
-            for o in a..b {
-                ring[(o % nn) as usize] = old[(o % on) as usize];
+            // Runs that wrap in neither ring, copied whole (a connection's ring grows up
+            // to eight times: byte by byte, that was most of a short connection's cost).
+            let mut o = a;
+            while o < b {
+                let (i, j) = ((o & om) as usize, (o & nm) as usize);
+                let k = usize::try_from(b - o).unwrap_or(usize::MAX).min(old.len() - i).min(len - j);
+                ring[j..j + k].copy_from_slice(&old[i..i + k]);
+                o += k as u64;
             }
         }
         self.ring = ring;
