@@ -116,6 +116,7 @@ impl Hostile {
             data: &self.buf,
             offset: 0,
             interface: 0,
+            shared: None,
         })
     }
 }

@@ -23,7 +23,7 @@
 use std::collections::VecDeque;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
-use lnetcap_capture::Packet;
+use lnetcap_capture::{Packet, SharedBlock};
 use lnetcap_lnet::pipeline::Pipeline;
 use lnetcap_lnet::LnetEvent;
 use lnetcap_tcp::{CapturePoint, ConnId, Connection, Stamp};
@@ -52,16 +52,63 @@ struct RawPacket {
     origlen: u32,
     offset: u64,
     interface: u32,
-    /// Its bytes in the batch's (< BATCH_BYTES + one record).
+    /// Where its bytes are: in the batch's `blocks[block]` (the reader's input, shared,
+    /// not copied) or, when `block` is [`COPIED`], in the batch's `bytes`
+    /// (< BATCH_BYTES + one record).
+    block: u32,
     start: u32,
     len: u32,
 }
 
+/// [`RawPacket::block`] of a packet copied into the batch.
+const COPIED: u32 = u32::MAX;
+
 #[derive(Debug, Default)]
 struct Batch {
     bytes: Vec<u8>,
+    /// Input blocks the batch's packets lie in (held until the worker is done with them).
+    blocks: Vec<SharedBlock>,
     items: Vec<Item>,
     finish: Option<Stamp>,
+}
+
+impl Batch {
+    /// Adds a packet: by reference into the reader's shareable block when it has one,
+    /// else copied.
+    fn add(&mut self, stamp: Stamp, pkt: &Packet<'_>) {
+        let (block, start) = match pkt.shared_data() {
+            Some((b, start)) if u32::try_from(start + pkt.data.len()).is_ok() => {
+                if !self.blocks.last().is_some_and(|l| SharedBlock::ptr_eq(l, b)) {
+                    self.blocks.push(SharedBlock::clone(b));
+                }
+                (self.blocks.len() as u32 - 1, start as u32)
+            }
+            _ => {
+                let start = self.bytes.len() as u32;
+                self.bytes.extend_from_slice(pkt.data);
+                (COPIED, start)
+            }
+        };
+        let raw = RawPacket {
+            linktype: pkt.linktype,
+            origlen: pkt.origlen,
+            offset: pkt.offset,
+            interface: pkt.interface,
+            block,
+            start,
+            len: pkt.data.len() as u32,
+        };
+        self.items.push(Item::Packet { stamp, raw });
+    }
+
+    /// A packet's bytes.
+    fn data(&self, raw: &RawPacket) -> &[u8] {
+        let all = match raw.block {
+            COPIED => &self.bytes[..],
+            i => self.blocks.get(i as usize).map_or(&[][..], |b| &b[..]),
+        };
+        all.get(raw.start as usize..(raw.start + raw.len) as usize).unwrap_or(&[])
+    }
 }
 
 /// Where a worker's output goes in the capture: (frame, phase, sub).
@@ -121,9 +168,10 @@ impl Worker {
                             ts_ns: stamp.ts_ns,
                             linktype: raw.linktype,
                             origlen: raw.origlen,
-                            data: &batch.bytes[raw.start as usize..(raw.start + raw.len) as usize],
+                            data: batch.data(&raw),
                             offset: raw.offset,
                             interface: raw.interface,
+                            shared: None,
                         };
                         let f = stamp.frame;
                         // A sweep of another worker's frame: its events as they stand now
@@ -160,6 +208,7 @@ impl Worker {
                 batch.bytes = Vec::new();
             }
             batch.bytes.clear();
+            batch.blocks.clear();
             batch.items.clear();
             if tx.send((out, batch)).is_err() {
                 break;
@@ -381,17 +430,7 @@ fn read_into<S: PacketSource + ?Sized>(
                     batches.iter_mut().for_each(|b| b.items.push(Item::Sweep(front.stamp)));
                 }
                 if let Some(route) = front.route {
-                    let b = &mut batches[(route % n as u64) as usize];
-                    let raw = RawPacket {
-                        linktype: pkt.linktype,
-                        origlen: pkt.origlen,
-                        offset: pkt.offset,
-                        interface: pkt.interface,
-                        start: b.bytes.len() as u32,
-                        len: pkt.data.len() as u32,
-                    };
-                    b.bytes.extend_from_slice(pkt.data);
-                    b.items.push(Item::Packet { stamp: front.stamp, raw });
+                    batches[(route % n as u64) as usize].add(front.stamp, &pkt);
                     bytes += pkt.data.len();
                 }
                 // Every frame counts: sweeps and coarsenings go to every batch even when

@@ -8,5 +8,10 @@ pub const MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
 /// Bytes read from a stream (stdin, compressed file) per refill.
 pub const STREAM_CHUNK_BYTES: usize = 1024 * 1024;
 
+/// Stream buffers a reader keeps for reuse while other threads still hold the blocks
+/// its packets lie in (a parallel run): at most this many, each at most twice
+/// [`STREAM_CHUNK_BYTES`]; beyond that a block is freed when its last holder drops it.
+pub const MAX_SPARE_BLOCKS: usize = 8;
+
 /// Most pcapng interfaces per section that are tracked.
 pub const MAX_INTERFACES: usize = 65_536;

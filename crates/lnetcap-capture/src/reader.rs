@@ -5,18 +5,37 @@
 //! its magic (pcap µs / ns in either byte order, pcapng). Files, stdin and compressed
 //! input go through one streaming buffer that holds at most one record beyond
 //! [`STREAM_CHUNK_BYTES`], so memory does not grow with the capture; records are parsed in
-//! place in it.
+//! place in it. Read from a regular file, that buffer is a [`SharedBlock`] other threads
+//! may hold on to: a packet says where its bytes lie in it ([`Packet::shared`]), so that a
+//! parallel run hands packets to its workers without copying them; while a block is
+//! held, the reader reads on into another (at most [`MAX_SPARE_BLOCKS`] kept for reuse).
+//! Not from pipes and decompressors: their reads are small, and a block a read would
+//! soon be held by every worker.
 
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
+use std::sync::Arc;
 
 use pcap_parser::nom;
 use pcap_parser::pcapng::Block;
 use pcap_parser::{parse_block_be, parse_block_le};
 
 use crate::error::CaptureError;
-use crate::limits::{MAX_INTERFACES, MAX_RECORD_BYTES, STREAM_CHUNK_BYTES};
+use crate::limits::{MAX_INTERFACES, MAX_RECORD_BYTES, MAX_SPARE_BLOCKS, STREAM_CHUNK_BYTES};
+
+/// A block of input bytes that packets borrow from and other threads may share.
+pub type SharedBlock = Arc<Vec<u8>>;
+
+/// Where a packet's bytes lie in a shareable [`SharedBlock`]: `block[start..start + len]`, `len`
+/// the packet's captured length.
+#[derive(Debug, Clone, Copy)]
+pub struct Shared<'a> {
+    /// The block.
+    pub block: &'a SharedBlock,
+    /// Offset of the packet's first byte in it.
+    pub start: usize,
+}
 
 /// One packet record.
 #[derive(Debug, Clone, Copy)]
@@ -35,6 +54,18 @@ pub struct Packet<'a> {
     pub offset: u64,
     /// pcapng interface id (0 for pcap).
     pub interface: u32,
+    /// The block `data` lies in, when the source can share it (a consumer checks that
+    /// `data` is where this says before relying on it: a wrapper may change `data`).
+    pub shared: Option<Shared<'a>>,
+}
+
+impl<'a> Packet<'a> {
+    /// The shareable block holding exactly `data`, with its offset, if there is one.
+    pub fn shared_data(&self) -> Option<(&'a SharedBlock, usize)> {
+        let sh = self.shared?;
+        let at = sh.block.get(sh.start..sh.start.checked_add(self.data.len())?)?;
+        std::ptr::eq(at.as_ptr(), self.data.as_ptr()).then_some((sh.block, sh.start))
+    }
 }
 
 /// Container format of a capture.
@@ -94,8 +125,17 @@ impl<R: Read> Read for CountingRead<R> {
 
 enum Storage {
     Owned(Vec<u8>),
-    Shared(std::sync::Arc<Vec<u8>>),
-    Stream { reader: Box<dyn Read>, buf: Vec<u8>, end: usize, eof: bool },
+    Shared(SharedBlock),
+    /// `buf[..end]` holds input; `share`: packets say where they lie in `buf` (a regular
+    /// file); `spare`: earlier buffers, for reuse once no other thread holds them.
+    Stream {
+        reader: Box<dyn Read>,
+        buf: SharedBlock,
+        end: usize,
+        eof: bool,
+        share: bool,
+        spare: Vec<SharedBlock>,
+    },
 }
 
 /// Outcome of parsing one record at the front of the window (numbers only, so the borrow
@@ -173,7 +213,8 @@ impl CaptureReader {
         // half the resident memory (13-17 MiB against 31-33 MiB with the pages behind the
         // cursor dropped, 1 GB without), and a file truncated while it is read (a
         // rotating ring) ends early instead of killing the process with SIGBUS.
-        Self::from_reader(&name, Box::new(file), total)
+        let regular = file.metadata().is_ok_and(|m| m.is_file());
+        Self::from_stream(&name, Box::new(file), total, regular)
     }
 
     /// Reads a capture from memory (tests, fuzzing, already-loaded data).
@@ -187,13 +228,19 @@ impl CaptureReader {
     }
 
     /// Reads an uncompressed capture shared with the caller (benchmarks: no copy per run).
-    pub fn from_shared(name: &str, bytes: std::sync::Arc<Vec<u8>>) -> Result<Self, CaptureError> {
+    pub fn from_shared(name: &str, bytes: SharedBlock) -> Result<Self, CaptureError> {
         let total = bytes.len() as u64;
         Self::with_storage(name.to_string(), Storage::Shared(bytes), Compression::None, Some(total), None)
     }
 
     /// Reads a capture from any byte stream (pipes, sockets); gzip / zstd are recognised.
     pub fn from_reader(name: &str, reader: Box<dyn Read>, total: Option<u64>) -> Result<Self, CaptureError> {
+        Self::from_stream(name, reader, total, false)
+    }
+
+    /// [`CaptureReader::from_reader`]; `share`: the input gives whole chunks per read (a
+    /// regular file), so that its blocks are worth sharing when it is not compressed.
+    fn from_stream(name: &str, reader: Box<dyn Read>, total: Option<u64>, share: bool) -> Result<Self, CaptureError> {
         let counter = Counter::default();
         let mut reader: Box<dyn Read> = Box::new(CountingRead { inner: reader, counter: counter.clone() });
         let mut magic = [0u8; 4];
@@ -208,7 +255,15 @@ impl CaptureReader {
         } else {
             (chained, Compression::None)
         };
-        let storage = Storage::Stream { reader: stream, buf: Vec::new(), end: 0, eof: false };
+        let share = share && compression == Compression::None;
+        let storage = Storage::Stream {
+            reader: stream,
+            buf: SharedBlock::default(),
+            end: 0,
+            eof: false,
+            share,
+            spare: Vec::new(),
+        };
         Self::with_storage(name.to_string(), storage, compression, total, Some(counter))
     }
 
@@ -305,12 +360,33 @@ impl CaptureReader {
     /// no more bytes can come.
     fn refill(&mut self, want: usize) -> Result<bool, CaptureError> {
         let frame = self.frame;
-        let Storage::Stream { reader, buf, end, eof } = &mut self.storage else {
+        let Storage::Stream { reader, buf, end, eof, spare, .. } = &mut self.storage else {
             return Ok(false);
         };
         if *eof {
             return Ok(false);
         }
+        // Another thread holds the block (a parallel run's worker): go on in a free spare
+        // one (or a new one) with the unread bytes, and keep this one for reuse.
+        if Arc::get_mut(buf).is_none() {
+            let free = spare.iter().position(|b| Arc::strong_count(b) == 1 && Arc::weak_count(b) == 0);
+            let mut next = free.map(|i| spare.swap_remove(i)).unwrap_or_default();
+            let nb = Arc::make_mut(&mut next);
+            let unread = *end - self.pos;
+            if nb.len() < unread {
+                nb.resize(unread, 0);
+            }
+            nb[..unread].copy_from_slice(&buf[self.pos..*end]);
+            let old = std::mem::replace(buf, next);
+            if spare.len() < MAX_SPARE_BLOCKS && old.len() <= 2 * STREAM_CHUNK_BYTES {
+                spare.push(old);
+            }
+            *end = unread;
+            self.base += self.pos as u64;
+            self.pos = 0;
+        }
+        // No other holder now: make_mut does not copy.
+        let buf = Arc::make_mut(buf);
         // Compact: move the unread bytes to the front.
         if self.pos > 0 {
             buf.copy_within(self.pos..*end, 0);
@@ -477,6 +553,10 @@ impl CaptureReader {
             data: self.slice_at(start, p.data_len),
             offset,
             interface: p.interface,
+            shared: match &self.storage {
+                Storage::Owned(_) | Storage::Stream { share: false, .. } => None,
+                Storage::Shared(block) | Storage::Stream { buf: block, .. } => Some(Shared { block, start }),
+            },
         }
     }
 }
@@ -680,5 +760,106 @@ fn step_pcapng(win: &[u8], be: bool, ifaces: &[Interface], last_ts: i64) -> Step
             })
         }
         _ => Step::Skip(block_len),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+
+    /// Record `i`'s bytes: its number spread over every byte, so any byte out of place shows.
+    fn record_bytes(i: u32, len: usize) -> Vec<u8> {
+        (0..len).map(|k| (i as usize * 31 + k * 7) as u8 ^ (i >> 8) as u8).collect()
+    }
+
+    fn pcap(records: u32, len: usize) -> Vec<u8> {
+        let mut v = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0];
+        for i in 0..records {
+            for w in [1_700_000_000 + i, 0, len as u32, len as u32] {
+                v.extend_from_slice(&w.to_le_bytes());
+            }
+            v.extend_from_slice(&record_bytes(i, len));
+        }
+        v
+    }
+
+    /// Reads a few bytes at a time, as a pipe may.
+    struct Trickle(io::Cursor<Vec<u8>>);
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(70_001);
+            self.0.read(&mut buf[..n])
+        }
+    }
+
+    /// Reads 4,000 records of 1,000 bytes (about four stream chunks) from `input` while a
+    /// "worker" holds each packet's block for the next 1,500 packets (more than a chunk);
+    /// checks every packet's bytes in its block when it lets go. Returns how many blocks
+    /// (by address) the reader used.
+    fn read_holding_blocks(input: Box<dyn Read>) -> usize {
+        let (n, len) = (4000u32, 1000usize);
+        let mut r = CaptureReader::from_stream("t", input, None, true).unwrap();
+        let mut held: VecDeque<(SharedBlock, usize, u32)> = VecDeque::new();
+        // Blocks by address (holding them here would keep every one alive).
+        let mut blocks = Vec::new();
+        let check = |(b, start, i): (SharedBlock, usize, u32)| {
+            assert_eq!(b[start..start + len], record_bytes(i, len)[..], "record {i}")
+        };
+        let mut i = 0;
+        while let Some(p) = r.next_packet().unwrap() {
+            assert_eq!(p.data, &record_bytes(i, len)[..]);
+            let (b, start) = p.shared_data().expect("a shared stream's packets lie in a block");
+            if !blocks.contains(&b.as_ptr()) {
+                blocks.push(b.as_ptr());
+            }
+            held.push_back((SharedBlock::clone(b), start, i));
+            if held.len() > 1500 {
+                held.pop_front().map(check);
+            }
+            i += 1;
+        }
+        assert_eq!(i, n);
+        held.into_iter().for_each(check);
+        blocks.len()
+    }
+
+    #[test]
+    fn blocks_held_by_other_threads_keep_their_bytes_while_the_reader_reads_on() {
+        // Whole chunks per read (a regular file): it reads on into other blocks while
+        // these are held, and reuses freed ones.
+        let blocks = read_holding_blocks(Box::new(io::Cursor::new(pcap(4000, 1000))));
+        assert!((3..=1 + MAX_SPARE_BLOCKS + 3).contains(&blocks), "{blocks} blocks");
+        // Small reads: a block per read, the bytes still where they were.
+        let blocks = read_holding_blocks(Box::new(Trickle(io::Cursor::new(pcap(4000, 1000)))));
+        assert!(blocks > 1 + MAX_SPARE_BLOCKS, "{blocks} blocks");
+    }
+
+    #[test]
+    fn a_regular_file_shares_its_blocks_and_nothing_else_does() {
+        let path = std::env::temp_dir().join(format!("lnetcap-share-{}.pcap", std::process::id()));
+        std::fs::write(&path, pcap(2, 100)).unwrap();
+        let mut r = CaptureReader::open(&path).unwrap();
+        let p = r.next_packet().unwrap().unwrap();
+        assert!(p.shared_data().is_some());
+        // A packet whose bytes a wrapper moved is not.
+        let elsewhere = p.data.to_vec();
+        assert!(Packet { data: &elsewhere, ..p }.shared_data().is_none());
+        let _ = std::fs::remove_file(&path);
+        // Pipes (small reads), in-memory input (not the reader's to hand out) and
+        // compressed input are not shared.
+        let mut r = CaptureReader::from_reader("t", Box::new(io::Cursor::new(pcap(2, 100))), None).unwrap();
+        assert!(r.next_packet().unwrap().unwrap().shared_data().is_none());
+        let mut r = CaptureReader::from_bytes("t", pcap(2, 100)).unwrap();
+        assert!(r.next_packet().unwrap().unwrap().shared_data().is_none());
+        let gz = {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            io::Write::write_all(&mut e, &pcap(2, 100)).unwrap();
+            e.finish().unwrap()
+        };
+        let mut r = CaptureReader::from_bytes("t", gz).unwrap();
+        assert!(r.next_packet().unwrap().unwrap().shared_data().is_none());
     }
 }

@@ -193,13 +193,13 @@ impl PacketSource for Interface {
     fn next_packet(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
         let (meta, data) = loop {
             match self.poll()? {
-                Next::Packet(p) => break (Packet { data: &[], ..p }, p.data.to_vec()),
+                Next::Packet(p) => break (Packet { data: &[], shared: None, ..p }, p.data.to_vec()),
                 Next::Tick => continue,
                 Next::End => return Ok(None),
             }
         };
         self.buf = data;
-        Ok(Some(Packet { data: &self.buf, ..meta }))
+        Ok(Some(Packet { data: &self.buf, shared: None, ..meta }))
     }
 
     fn poll(&mut self) -> Result<Next<'_>, CaptureError> {
@@ -230,6 +230,7 @@ impl PacketSource for Interface {
                     data: p.data,
                     offset: 0,
                     interface: 0,
+                    shared: None,
                 }))
             }
             Err(pcap::Error::TimeoutExpired) => {

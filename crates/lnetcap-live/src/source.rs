@@ -96,7 +96,7 @@ impl Replay {
         let Some(p) = self.reader.next_packet()? else { return Ok(false) };
         self.buf.clear();
         self.buf.extend_from_slice(p.data);
-        self.pending = Some(Packet { data: &[], ..p });
+        self.pending = Some(Packet { data: &[], shared: None, ..p });
         Ok(true)
     }
 }
@@ -145,7 +145,7 @@ impl PacketSource for Replay {
             match self.step()? {
                 Step::Tick => continue,
                 Step::End => return Ok(None),
-                Step::Ready(p) => return Ok(Some(Packet { data: &self.buf, ..p })),
+                Step::Ready(p) => return Ok(Some(Packet { data: &self.buf, shared: None, ..p })),
             }
         }
     }
@@ -154,7 +154,7 @@ impl PacketSource for Replay {
         Ok(match self.step()? {
             Step::Tick => Next::Tick,
             Step::End => Next::End,
-            Step::Ready(p) => Next::Packet(Packet { data: &self.buf, ..p }),
+            Step::Ready(p) => Next::Packet(Packet { data: &self.buf, shared: None, ..p }),
         })
     }
 
