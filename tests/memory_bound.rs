@@ -61,3 +61,84 @@ fn full_payload_capture_of_1_gb_analyzes_in_64_mib() {
     assert!(size > 15.0 * BOUND_MIB, "the capture ({size:.0} MiB) is much larger than the bound");
     assert!(rss <= BOUND_MIB, "peak RSS {rss:.1} MiB > {BOUND_MIB} MiB for a {size:.0} MiB capture");
 }
+
+/// A parallel run points its batches into the reader's input blocks instead of copying
+/// records: a capture where a TCP segment comes once per block among large other frames
+/// (UDP here, as RoCE or other bulk UDP would be) must not make every set of batches
+/// hold hundreds of blocks (4,096 frames of 60 KB are 240 MB). Each set holds about
+/// `SET_HELD_BYTES` of blocks (the review of the change that shared them found this).
+#[test]
+fn a_parallel_run_over_large_other_frames_holds_few_input_blocks() {
+    use lnetcap_synth::pcapw::{CaptureWriter, Container, Link};
+    let d = dir("udp");
+    let cap = d.join("c.pcap");
+    let mut w = CaptureWriter::new(Container::PcapNs, Link::Ethernet, 65535);
+    let mut file = std::fs::File::create(&cap).unwrap();
+    // Ethernet + IPv4 (UDP) + UDP header, 60,000 bytes of payload.
+    let payload = 60_000usize;
+    let mut udp = vec![0u8; 14 + 20 + 8 + payload];
+    udp[12..14].copy_from_slice(&[0x08, 0x00]);
+    let total = (20 + 8 + payload) as u16;
+    udp[14..34].copy_from_slice(&[
+        0x45,
+        0,
+        (total >> 8) as u8,
+        total as u8,
+        0,
+        0,
+        0x40,
+        0,
+        64,
+        17,
+        0,
+        0,
+        10,
+        0,
+        0,
+        3,
+        10,
+        0,
+        0,
+        4,
+    ]);
+    let ulen = (8 + payload) as u16;
+    udp[34..42].copy_from_slice(&[0x12, 0x34, 0x12, 0x35, (ulen >> 8) as u8, ulen as u8, 0, 0]);
+    let (mut frames, mut seq) = (0u64, 1u32);
+    for i in 0..5_000i64 {
+        let ts = 1_700_000_000_000_000_000 + i * 1_000_000;
+        if i % 16 == 0 {
+            w.packet(ts, &common::tcp_packet(0, seq, 1, 0x18, 512, &[0u8; 100]));
+            seq += 100;
+            frames += 1;
+        }
+        w.packet(ts + 1, &udp);
+        frames += 1;
+        if w.len() > 8 << 20 {
+            std::io::Write::write_all(&mut file, &w.take()).unwrap();
+        }
+    }
+    std::io::Write::write_all(&mut file, &w.finish()).unwrap();
+    drop(file);
+    let size_mib = std::fs::metadata(&cap).unwrap().len() as f64 / (1 << 20) as f64;
+    let json = d.join("report.json");
+    let out = Command::new("python3")
+        .arg(common::root().join("tests/tools/peak_rss.py"))
+        .arg(lnetcap())
+        .args(["analyze", "-q", "--threads", "2"])
+        .arg(&cap)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    std::fs::remove_dir_all(&d).ok();
+    assert_eq!(report["files"][0]["frames"]["frames"], frames, "every frame read");
+    let kib =
+        |key: &str| -> f64 { err.lines().rev().find_map(|l| l.strip_prefix(key)).unwrap().trim().parse().unwrap() };
+    let rss = kib("peak_rss_kib=").max(kib("proc_hwm_kib=")) / 1024.0;
+    eprintln!("udp: {size_mib:.0} MiB capture, two threads, peak RSS {rss:.1} MiB");
+    assert!(size_mib > 4.0 * BOUND_MIB, "the capture ({size_mib:.0} MiB) is much larger than the bound");
+    assert!(rss <= BOUND_MIB, "peak RSS {rss:.1} MiB > {BOUND_MIB} MiB for a {size_mib:.0} MiB capture");
+}

@@ -12,8 +12,9 @@
 //! workers' outputs of each batch by that key, numbers connections in the order of
 //! their first packets as the single flow table does, and feeds the RPC tracker and the
 //! sink as the single-threaded loop does. At the end its pipeline absorbs the workers'
-//! tables and decoders. Channels are crossbeam's, bounded: at most [`DEPTH`] batches
-//! of at most [`BATCH_BYTES`] are in flight, so memory stays bounded.
+//! tables and decoders. Channels are crossbeam's, bounded: at most [`DEPTH`] sets of
+//! batches are in flight, each holding at most [`BATCH_BYTES`] of copied records and
+//! about [`SET_HELD_BYTES`] of the reader's input blocks, so memory stays bounded.
 //!
 //! What differs: each worker's flow table follows its share of `MAX_OPEN_CONNECTIONS`
 //! (memory stays that of one table), so a capture with more live connections than the
@@ -34,8 +35,14 @@ use crate::source::{Next, PacketSource};
 
 /// Frames read into one set of batches at most.
 pub const BATCH_PACKETS: usize = 4096;
-/// Captured bytes in one worker's batch at most (records are copied into it).
+/// Bytes of records copied into one set of batches at most (records from sources that
+/// cannot share their input blocks).
 pub const BATCH_BYTES: usize = 512 << 10;
+/// Bytes of the reader's input blocks one set of batches points into at most (each block
+/// counted once, when the set first uses it; a block is at most
+/// `lnetcap_capture::limits::MAX_SHARED_BLOCK_BYTES`, so a set holds at most this plus
+/// one block).
+pub const SET_HELD_BYTES: usize = 2 << 20;
 /// Batches read ahead of the merge.
 pub const DEPTH: usize = 4;
 
@@ -73,14 +80,16 @@ struct Batch {
 }
 
 impl Batch {
-    /// Adds a packet: by reference into the reader's shareable block when it has one,
-    /// else copied.
-    fn add(&mut self, stamp: Stamp, pkt: &Packet<'_>) {
+    /// Adds a packet: by reference into the reader's shareable block when it has one
+    /// (returns that block's address and length), else copied.
+    fn add(&mut self, stamp: Stamp, pkt: &Packet<'_>) -> Option<(usize, usize)> {
+        let mut held = None;
         let (block, start) = match pkt.shared_data() {
             Some((b, start)) if u32::try_from(start + pkt.data.len()).is_ok() => {
                 if !self.blocks.last().is_some_and(|l| SharedBlock::ptr_eq(l, b)) {
                     self.blocks.push(SharedBlock::clone(b));
                 }
+                held = Some((b.as_ptr() as usize, b.len()));
                 (self.blocks.len() as u32 - 1, start as u32)
             }
             _ => {
@@ -99,6 +108,7 @@ impl Batch {
             len: pkt.data.len() as u32,
         };
         self.items.push(Item::Packet { stamp, raw });
+        held
     }
 
     /// A packet's bytes.
@@ -398,6 +408,8 @@ fn read_into<S: PacketSource + ?Sized>(
     let n = txs.len();
     let mut batches: Vec<Batch> = (0..n).map(|_| Batch::default()).collect();
     let (mut count, mut bytes, mut in_flight, mut seen) = (0usize, 0usize, 0usize, 0u64);
+    // Input blocks the set being read points into: bytes, and the last one counted.
+    let (mut held, mut last_block) = (0usize, 0usize);
     let mut interval = pipe.series_interval_ns();
     let mut read_error = None;
     let mut notes = Notes::default();
@@ -430,8 +442,11 @@ fn read_into<S: PacketSource + ?Sized>(
                     batches.iter_mut().for_each(|b| b.items.push(Item::Sweep(front.stamp)));
                 }
                 if let Some(route) = front.route {
-                    batches[(route % n as u64) as usize].add(front.stamp, &pkt);
-                    bytes += pkt.data.len();
+                    match batches[(route % n as u64) as usize].add(front.stamp, &pkt) {
+                        Some((at, len)) if at != last_block => (held, last_block) = (held + len, at),
+                        Some(_) => {}
+                        None => bytes += pkt.data.len(),
+                    }
                 }
                 // Every frame counts: sweeps and coarsenings go to every batch even when
                 // no packet is routed.
@@ -446,9 +461,9 @@ fn read_into<S: PacketSource + ?Sized>(
         }
         let f = pipe.last_stamp().frame;
         record_warnings(source, pipe, |text| notes.add(f, text));
-        if count >= BATCH_PACKETS || bytes >= BATCH_BYTES {
+        if count >= BATCH_PACKETS || bytes >= BATCH_BYTES || held >= SET_HELD_BYTES {
             send(&mut batches, merge, &mut notes)?;
-            (count, bytes) = (0, 0);
+            (count, bytes, held, last_block) = (0, 0, 0, 0);
             in_flight += 1;
             if in_flight >= DEPTH {
                 merge.batch(rxs)?;

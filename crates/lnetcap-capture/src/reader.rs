@@ -22,7 +22,7 @@ use pcap_parser::pcapng::Block;
 use pcap_parser::{parse_block_be, parse_block_le};
 
 use crate::error::CaptureError;
-use crate::limits::{MAX_INTERFACES, MAX_RECORD_BYTES, MAX_SPARE_BLOCKS, STREAM_CHUNK_BYTES};
+use crate::limits::{MAX_INTERFACES, MAX_RECORD_BYTES, MAX_SHARED_BLOCK_BYTES, MAX_SPARE_BLOCKS, STREAM_CHUNK_BYTES};
 
 /// A block of input bytes that packets borrow from and other threads may share.
 pub type SharedBlock = Arc<Vec<u8>>;
@@ -378,7 +378,7 @@ impl CaptureReader {
             }
             nb[..unread].copy_from_slice(&buf[self.pos..*end]);
             let old = std::mem::replace(buf, next);
-            if spare.len() < MAX_SPARE_BLOCKS && old.len() <= 2 * STREAM_CHUNK_BYTES {
+            if spare.len() < MAX_SPARE_BLOCKS && old.len() <= MAX_SHARED_BLOCK_BYTES {
                 spare.push(old);
             }
             *end = unread;
@@ -554,8 +554,13 @@ impl CaptureReader {
             offset,
             interface: p.interface,
             shared: match &self.storage {
-                Storage::Owned(_) | Storage::Stream { share: false, .. } => None,
-                Storage::Shared(block) | Storage::Stream { buf: block, .. } => Some(Shared { block, start }),
+                Storage::Shared(block) => Some(Shared { block, start }),
+                // Not a buffer grown for a huge record: a small packet after it would
+                // hold all of it.
+                Storage::Stream { buf, share: true, .. } if buf.len() <= MAX_SHARED_BLOCK_BYTES => {
+                    Some(Shared { block: buf, start })
+                }
+                Storage::Owned(_) | Storage::Stream { .. } => None,
             },
         }
     }
