@@ -195,32 +195,52 @@ fn link_to_ip(linktype: u32, data: &[u8]) -> Result<(usize, u16), NotTcp> {
     }
 }
 
-/// The addresses and ports of a packet that looks like a TCP segment, read at the
-/// places [`decode_packet`] reads them, without checking the rest: for routing packets
-/// by connection (a parallel run). When `decode_packet` makes a TCP segment of the
-/// packet, this gives its addresses and ports or `None` (IPv6 extension headers, cut
-/// headers: decode to know); what it gives for a packet `decode_packet` rejects means
-/// nothing.
-pub fn tcp_tuple(linktype: u32, data: &[u8]) -> Option<(IpPair, u16, u16)> {
+/// The addresses (as integers: an IPv4 address is its `u32`, an IPv6 one its `u128`,
+/// both as `u128`, as `u128::from(IpAddr)` gives them) and ports of a packet that looks
+/// like a TCP segment, read at the places [`decode_packet`] reads them, without checking
+/// the rest: for routing packets by connection (a parallel run) without building
+/// addresses. When `decode_packet` makes a TCP segment of the packet, this gives its
+/// addresses and ports or `None` (IPv6 extension headers, cut headers: decode to know);
+/// what it gives for a packet `decode_packet` rejects means nothing.
+#[inline]
+pub fn tcp_tuple(linktype: u32, data: &[u8]) -> Option<TupleWords> {
     let (ip_off, _) = link_to_ip(linktype, data).ok()?;
     let ip = data.get(ip_off..)?;
-    let (pair, tcp_off) = match ip.first()? >> 4 {
+    let (src, dst, tcp_off) = match ip.first()? >> 4 {
         // TCP right after the IPv4 header (an AH header, which decode_packet skips,
         // would shift the ports): else decode to know.
         4 if ip.get(9) == Some(&6) => {
-            let h = ip.get(..20)?;
-            let a = |o: usize| Ipv4Addr::new(h[o], h[o + 1], h[o + 2], h[o + 3]);
-            (IpPair { src: IpAddr::V4(a(12)), dst: IpAddr::V4(a(16)) }, usize::from(h[0] & 0x0f) * 4)
+            let h: &[u8; 20] = ip.get(..20)?.try_into().ok()?;
+            let a = |o: usize| u128::from(u32::from_be_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]));
+            (a(12), a(16), usize::from(h[0] & 0x0f) * 4)
         }
         6 if ip.get(6) == Some(&6) => {
-            let h = ip.get(..40)?;
-            let a = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&h[o..o + 16]).unwrap_or_default());
-            (IpPair { src: IpAddr::V6(a(8)), dst: IpAddr::V6(a(24)) }, 40)
+            let h: &[u8; 40] = ip.get(..40)?.try_into().ok()?;
+            let a = |o: usize| u128::from_be_bytes(h[o..o + 16].try_into().unwrap_or_default());
+            (a(8), a(24), 40)
         }
         _ => return None,
     };
     let t = ip.get(tcp_off..tcp_off + 4)?;
-    Some((pair, u16::from_be_bytes([t[0], t[1]]), u16::from_be_bytes([t[2], t[3]])))
+    Some(TupleWords {
+        src,
+        dst,
+        src_port: u16::from_be_bytes([t[0], t[1]]),
+        dst_port: u16::from_be_bytes([t[2], t[3]]),
+    })
+}
+
+/// A TCP segment's addresses as integers and its ports ([`tcp_tuple`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TupleWords {
+    /// Source address: `u128::from` the `IpAddr`.
+    pub src: u128,
+    /// Destination address, the same way.
+    pub dst: u128,
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
 }
 
 /// Slices one record down to its TCP segment.
@@ -330,6 +350,65 @@ mod tests {
         ]);
         p.extend_from_slice(payload);
         p
+    }
+
+    /// A TCP segment from `src`:`sp` to `dst`:`dp` on `linktype` (Ethernet with `vlans`
+    /// 802.1Q tags, or raw IP).
+    fn tcp_packet(src: IpAddr, sp: u16, dst: IpAddr, dp: u16, ethernet: bool, vlans: usize) -> Vec<u8> {
+        let mut p = Vec::new();
+        let et: u16 = if src.is_ipv4() { 0x0800 } else { 0x86dd };
+        if ethernet {
+            p.extend_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2]);
+            for _ in 0..vlans {
+                p.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+            }
+            p.extend_from_slice(&et.to_be_bytes());
+        }
+        let tcp = [&sp.to_be_bytes()[..], &dp.to_be_bytes(), &[0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x10, 1, 0, 0, 0, 0, 0]]
+            .concat();
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                p.extend_from_slice(&[0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, 6, 0, 0]);
+                p.extend_from_slice(&s.octets());
+                p.extend_from_slice(&d.octets());
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                p.extend_from_slice(&[0x60, 0, 0, 0, 0, 20, 6, 64]);
+                p.extend_from_slice(&s.octets());
+                p.extend_from_slice(&d.octets());
+            }
+            _ => unreachable!("one family"),
+        }
+        p.extend_from_slice(&tcp);
+        p
+    }
+
+    proptest::proptest! {
+        /// The routing tuple is the decoded segment's addresses (as `u128::from` gives
+        /// them) and ports, on every link and both families.
+        #[test]
+        fn tcp_tuple_reads_what_decode_packet_decodes(
+            a in proptest::prelude::any::<[u8; 16]>(), b in proptest::prelude::any::<[u8; 16]>(),
+            sp in 1u16.., dp in 1u16.., v6 in proptest::prelude::any::<bool>(),
+            ethernet in proptest::prelude::any::<bool>(), vlans in 0usize..3,
+        ) {
+            let ip = |x: [u8; 16]| if v6 {
+                IpAddr::V6(Ipv6Addr::from(x))
+            } else {
+                IpAddr::V4(Ipv4Addr::new(x[0], x[1], x[2], x[3]))
+            };
+            let (src, dst) = (ip(a), ip(b));
+            let p = tcp_packet(src, sp, dst, dp, ethernet, vlans);
+            let lt = if ethernet { linktype::ETHERNET } else { linktype::RAW };
+            let seg = decode_packet(lt, &p, p.len() as u32).unwrap();
+            let word = |ip: IpAddr| match ip {
+                IpAddr::V4(a) => u128::from(u32::from(a)),
+                IpAddr::V6(a) => u128::from(a),
+            };
+            let t = tcp_tuple(lt, &p).unwrap();
+            proptest::prop_assert_eq!(t, TupleWords { src: word(seg.ip.src), dst: word(seg.ip.dst), src_port: seg.src_port, dst_port: seg.dst_port });
+            proptest::prop_assert_eq!((seg.ip.src, seg.ip.dst, seg.src_port, seg.dst_port), (src, dst, sp, dp));
+        }
     }
 
     #[test]

@@ -426,6 +426,9 @@ pub struct Pipeline {
     clock_step: Option<(u64, i64, i64, i64)>,
     /// Earliest and latest timestamp seen (after clock steps), for the series' span.
     ts_range: Option<(i64, i64)>,
+    /// (interval, end): with the series at that interval, a timestamp from the range's
+    /// start up to (not including) this end leaves the span within bounds.
+    series_room: (i64, i64),
     /// Times the series interval was doubled (`MAX_SERIES_INTERVALS`).
     series_doublings: u32,
     /// When the flow table ages waiting holes: on the frame (any frame) at or after it.
@@ -471,6 +474,7 @@ impl Pipeline {
             clock_steps: 0,
             clock_step: None,
             ts_range: None,
+            series_room: (0, i64::MIN),
             series_doublings: 0,
             sweeps: SweepClock::default(),
         }
@@ -526,18 +530,28 @@ impl Pipeline {
     /// span reaches that many, the interval doubles (as often as needed) and the series
     /// kept so far are merged into the coarser buckets.
     fn bound_series(&mut self, ts: i64) {
+        let mut ns = self.table.series_interval();
+        // The usual frame: no earlier than the first, within the room the interval leaves
+        // (no multiplication, no saturation checks).
+        if let Some((lo, hi)) = &mut self.ts_range {
+            if ts >= *lo && ts < self.series_room.1 && self.series_room.0 == ns {
+                *hi = (*hi).max(ts);
+                return;
+            }
+        }
         let (lo, hi) = self.ts_range.map_or((ts, ts), |(lo, hi)| (lo.min(ts), hi.max(ts)));
         self.ts_range = Some((lo, hi));
         let span = hi.saturating_sub(lo);
-        let mut ns = self.table.series_interval();
-        if span < ns.saturating_mul(MAX_SERIES_INTERVALS) {
-            return;
+        if span >= ns.saturating_mul(MAX_SERIES_INTERVALS) {
+            while span / ns >= MAX_SERIES_INTERVALS {
+                ns = ns.saturating_mul(2);
+                self.series_doublings += 1;
+            }
+            self.table.coarsen_series(ns);
         }
-        while span / ns >= MAX_SERIES_INTERVALS {
-            ns = ns.saturating_mul(2);
-            self.series_doublings += 1;
-        }
-        self.table.coarsen_series(ns);
+        // From `lo`, a timestamp `t` keeps the span under ns * MAX while t - lo < ns * MAX
+        // (neither side overflows: see the tests).
+        self.series_room = (ns, lo.saturating_add(ns.saturating_mul(MAX_SERIES_INTERVALS)));
     }
 
     /// The interval of the time series, ns: the one asked for, doubled as often as the
@@ -717,6 +731,83 @@ impl Pipeline {
             messages_by_kind: self.kinds.clone(),
             retired: self.table.retirements().retired,
             folded,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The series bound as first written: a range, a multiplication and saturation
+    /// checks on every frame. Returns (interval, doublings) after each timestamp.
+    fn reference(ns0: i64, ts: &[i64]) -> Vec<(i64, u32)> {
+        let (mut range, mut ns, mut doublings) = (None::<(i64, i64)>, ns0, 0u32);
+        let mut out = Vec::new();
+        for &t in ts {
+            let (lo, hi) = range.map_or((t, t), |(lo, hi): (i64, i64)| (lo.min(t), hi.max(t)));
+            range = Some((lo, hi));
+            let span = hi.saturating_sub(lo);
+            if span >= ns.saturating_mul(MAX_SERIES_INTERVALS) {
+                while span / ns >= MAX_SERIES_INTERVALS {
+                    ns = ns.saturating_mul(2);
+                    doublings += 1;
+                }
+            }
+            out.push((ns, doublings));
+        }
+        out
+    }
+
+    /// Timestamps that creep forward, step back a little, jump by years, or sit at the
+    /// ends of the range.
+    fn stamps() -> impl Strategy<Value = Vec<i64>> {
+        let step = prop_oneof![
+            4 => 0i64..2_000_000,
+            1 => -1_000_000i64..0,
+            1 => 0i64..(1i64 << 50),
+            1 => any::<i64>(),
+        ];
+        (any::<i64>(), prop::collection::vec(step, 1..300)).prop_map(|(start, steps)| {
+            let mut t = start;
+            steps
+                .into_iter()
+                .map(|s| {
+                    t = if (-(1 << 52)..=1 << 52).contains(&s) { t.saturating_add(s) } else { s };
+                    t
+                })
+                .collect()
+        })
+    }
+
+    #[test]
+    fn series_bound_at_the_edge_of_the_room() {
+        let mut p = Pipeline::new(DecodeConfig { series_interval_ns: 1000, ..DecodeConfig::default() });
+        let ns = p.series_interval_ns();
+        let room = ns * MAX_SERIES_INTERVALS;
+        let ts = [5, 5 + room - 1, 5 + room, 4, i64::MAX, i64::MIN];
+        let want = reference(ns, &ts);
+        assert_eq!(want[1], (ns, 0), "one below the room: no doubling");
+        assert_eq!(want[2], (2 * ns, 1), "at the room: doubled");
+        for (i, &t) in ts.iter().enumerate() {
+            p.bound_series(t);
+            assert_eq!((p.series_interval_ns(), p.series_doublings()), want[i], "frame {i}");
+        }
+    }
+
+    proptest! {
+        /// The fast path (a timestamp within the room the interval leaves) changes
+        /// nothing: the interval and the doublings follow the reference frame by frame.
+        #[test]
+        fn series_bound_matches_the_reference(ns0 in prop_oneof![Just(1i64), 1i64..1_000_000_000, Just(i64::MAX / 3)], ts in stamps()) {
+            let mut p = Pipeline::new(DecodeConfig { series_interval_ns: ns0, ..DecodeConfig::default() });
+            let ns0 = p.series_interval_ns();
+            let want = reference(ns0, &ts);
+            for (i, &t) in ts.iter().enumerate() {
+                p.bound_series(t);
+                prop_assert_eq!((p.series_interval_ns(), p.series_doublings()), want[i], "frame {}", i);
+            }
         }
     }
 }

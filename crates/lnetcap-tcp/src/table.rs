@@ -92,18 +92,26 @@ impl ConnKey {
     /// ways (each end hashed alone, then combined by XOR, so no ordering is needed): a
     /// parallel run routes a connection's packets to a worker by it.
     pub fn route(src: Endpoint, dst: Endpoint) -> u64 {
-        fn one(e: Endpoint) -> u64 {
-            let ip = match e.ip {
-                IpAddr::V4(a) => u128::from(u32::from(a)),
-                IpAddr::V6(a) => u128::from(a),
-            };
-            let x = (ip as u64) ^ ((ip >> 64) as u64).rotate_left(17) ^ (u64::from(e.port) << 40);
+        let word = |ip: IpAddr| match ip {
+            IpAddr::V4(a) => u128::from(u32::from(a)),
+            IpAddr::V6(a) => u128::from(a),
+        };
+        Self::route_words(word(src.ip), src.port, word(dst.ip), dst.port)
+    }
+
+    /// [`ConnKey::route`] of addresses given as integers (`u128::from` an IPv4 address's
+    /// `u32` or an IPv6 address), as a parallel run's reader reads them
+    /// (`lnetcap_capture::tcp_tuple`).
+    #[inline]
+    pub fn route_words(src: u128, src_port: u16, dst: u128, dst_port: u16) -> u64 {
+        fn one(ip: u128, port: u16) -> u64 {
+            let x = (ip as u64) ^ ((ip >> 64) as u64).rotate_left(17) ^ (u64::from(port) << 40);
             let mut h = FastHasher::default();
             h.write_u64(x);
             h.write_u64(x >> 29);
             h.finish()
         }
-        let x = one(src) ^ one(dst);
+        let x = one(src, src_port) ^ one(dst, dst_port);
         x ^ (x >> 31)
     }
 }

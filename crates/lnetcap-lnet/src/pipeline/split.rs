@@ -45,15 +45,16 @@ impl Pipeline {
     pub fn front(&mut self, pkt: &Packet<'_>) -> Front {
         let (stamp, sweep) = self.take_frame(pkt);
         let mut front = Front { stamp, route: None, sweep, not_decodable: None };
-        let route = |ip: lnetcap_capture::IpPair, sp: u16, dp: u16| {
-            ConnKey::route(Endpoint { ip: ip.src, port: sp }, Endpoint { ip: ip.dst, port: dp })
-        };
-        if let Some((ip, sp, dp)) = tcp_tuple(pkt.linktype, pkt.data) {
-            front.route = Some(route(ip, sp, dp));
+        if let Some(t) = tcp_tuple(pkt.linktype, pkt.data) {
+            front.route = Some(ConnKey::route_words(t.src, t.src_port, t.dst, t.dst_port));
             return front;
         }
         match decode_packet(pkt.linktype, pkt.data, pkt.origlen) {
-            Ok(seg) => front.route = Some(route(seg.ip, seg.src_port, seg.dst_port)),
+            Ok(seg) => {
+                let (src, dst) =
+                    (Endpoint { ip: seg.ip.src, port: seg.src_port }, Endpoint { ip: seg.ip.dst, port: seg.dst_port });
+                front.route = Some(ConnKey::route(src, dst));
+            }
             Err(e) => front.not_decodable = self.count_not_tcp(e),
         }
         front
