@@ -243,16 +243,37 @@ pub struct TupleWords {
     pub dst_port: u16,
 }
 
-/// Slices one record down to its TCP segment.
-///
-/// `origlen` is the record's original length; it gives the payload length when the IP
-/// length field is 0 (TSO / BIG TCP captures on the sending host).
-pub fn decode_packet(linktype: u32, data: &[u8], origlen: u32) -> Decoded<'_> {
-    let (ip_off, et) = link_to_ip(linktype, data)?;
-    if et != ETH_IPV4 && et != ETH_IPV6 {
-        return Err(NotTcp::NotIp { ethertype: et });
+/// The IP layer of a TCP segment: its addresses, the TCP length its header claims (when
+/// it claims one) and the bytes after it.
+type IpLayer<'a> = (IpPair, Option<usize>, &'a [u8]);
+
+/// The usual packet's IP layer read in place: IPv4 carrying TCP directly, not a fragment.
+/// `None` for anything else, which [`ip_layer`] (etherparse) slices; where this gives an
+/// answer it is `ip_layer`'s (a proptest holds them together), without building
+/// etherparse's slices and extension views, which cost more than the rest of the decode.
+#[inline]
+fn ipv4_tcp_layer(ip: &[u8]) -> Option<IpLayer<'_>> {
+    let h: &[u8; 20] = ip.get(..20)?.try_into().ok()?;
+    let hl = usize::from(h[0] & 0x0f) * 4;
+    // Version 4 (etherparse goes by the version, not the ethertype), a whole header, TCP,
+    // and neither more fragments nor a fragment offset.
+    if h[0] >> 4 != 4 || hl < 20 || ip.len() < hl || h[9] != 6 || u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0 {
+        return None;
     }
-    let ip_bytes = data.get(ip_off..).unwrap_or(&[]);
+    let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    // The total length bounds the payload when it covers the header and fits the record
+    // (Ethernet padding is cut); else the record's bytes are the payload (TSO, snaplen).
+    let payload = if total < hl || ip.len() < total { &ip[hl..] } else { &ip[hl..total] };
+    let pair = IpPair {
+        src: IpAddr::V4(Ipv4Addr::new(h[12], h[13], h[14], h[15])),
+        dst: IpAddr::V4(Ipv4Addr::new(h[16], h[17], h[18], h[19])),
+    };
+    Some((pair, (total >= hl).then(|| total - hl), payload))
+}
+
+/// Any IP layer, sliced by etherparse (lax: a header cut by the snaplen still gives its
+/// fields): IPv4 with an authentication header, IPv6 with extension headers, fragments.
+fn ip_layer(et: u16, ip_off: usize, ip_bytes: &[u8]) -> Result<IpLayer<'_>, NotTcp> {
     let (ip, _ext_err) = LaxIpSlice::from_slice(ip_bytes).map_err(|e| NotTcp::Malformed {
         layer: if et == ETH_IPV6 { "ipv6" } else { "ipv4" },
         offset: ip_off,
@@ -294,8 +315,24 @@ pub fn decode_packet(linktype: u32, data: &[u8], origlen: u32) -> Decoded<'_> {
             (pair, claimed)
         }
     };
-    let tcp_off = pl.payload.as_ptr() as usize - data.as_ptr() as usize;
-    let tcp_bytes = pl.payload;
+    Ok((pair, ip_claimed_payload, pl.payload))
+}
+
+/// Slices one record down to its TCP segment.
+///
+/// `origlen` is the record's original length; it gives the payload length when the IP
+/// length field is 0 (TSO / BIG TCP captures on the sending host).
+pub fn decode_packet(linktype: u32, data: &[u8], origlen: u32) -> Decoded<'_> {
+    let (ip_off, et) = link_to_ip(linktype, data)?;
+    if et != ETH_IPV4 && et != ETH_IPV6 {
+        return Err(NotTcp::NotIp { ethertype: et });
+    }
+    let ip_bytes = data.get(ip_off..).unwrap_or(&[]);
+    let (pair, ip_claimed_payload, tcp_bytes) = match ipv4_tcp_layer(ip_bytes) {
+        Some(v4) => v4,
+        None => ip_layer(et, ip_off, ip_bytes)?,
+    };
+    let tcp_off = tcp_bytes.as_ptr() as usize - data.as_ptr() as usize;
     if tcp_bytes.len() < 20 {
         return Err(short("tcp", tcp_off, 20, tcp_bytes.len()));
     }
@@ -383,7 +420,62 @@ mod tests {
         p
     }
 
+    /// IPv4 headers as captures bring them: every IHL, total lengths around the record's
+    /// (exact, with Ethernet padding after, the header alone, 0 for TSO, beyond a cut
+    /// record, anything), fragments (MF alone, offsets, DF), TCP or another protocol (AH
+    /// among them).
+    fn ipv4_bytes() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let first = prop_oneof![4 => Just(0x45u8), 2 => 0x40u8..0x50, 1 => any::<u8>()];
+        let proto = prop_oneof![4 => Just(6u8), 1 => Just(51u8), 1 => any::<u8>()];
+        let frag = prop_oneof![4 => Just(0u16), 1 => Just(0x4000u16), 1 => Just(0x2000u16), 1 => 1u16..0x2000, 1 => any::<u16>()];
+        let total = prop_oneof![Just(0u8), Just(1), Just(2), Just(3), Just(4), Just(5)];
+        (
+            first,
+            proto,
+            frag,
+            total,
+            any::<u16>(),
+            0usize..8,
+            prop::collection::vec(any::<u8>(), 0..80),
+            prop::option::weighted(0.25, 0usize..120),
+        )
+            .prop_map(|(v, proto, frag, how, any_total, k, rest, cut)| {
+                let mut b = vec![v, 0, 0, 0, 0, 1, 0, 0, 64, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+                b.extend_from_slice(&rest);
+                let len = b.len();
+                let total = match how {
+                    0 => len,
+                    1 => len.saturating_sub(k),
+                    2 => usize::from(v & 0x0f) * 4,
+                    3 => 0,
+                    4 => len + k + 1,
+                    _ => usize::from(any_total),
+                };
+                b[2..4].copy_from_slice(&u16::try_from(total).unwrap_or(u16::MAX).to_be_bytes());
+                b[6..8].copy_from_slice(&frag.to_be_bytes());
+                if let Some(c) = cut {
+                    b.truncate(c);
+                }
+                b
+            })
+    }
+
     proptest::proptest! {
+        /// The in-place IPv4 reading gives what etherparse's slicing gives, wherever it
+        /// answers (the same addresses, claimed length and payload, at the same place).
+        #[test]
+        fn ipv4_in_place_is_etherparse(b in ipv4_bytes()) {
+            if let Some((pair, claimed, payload)) = ipv4_tcp_layer(&b) {
+                let (p2, c2, pl2) = ip_layer(ETH_IPV4, 0, &b).expect("etherparse slices what was read in place");
+                proptest::prop_assert_eq!((pair, claimed), (p2, c2));
+                proptest::prop_assert_eq!(
+                    (payload.as_ptr() as usize - b.as_ptr() as usize, payload.len()),
+                    (pl2.as_ptr() as usize - b.as_ptr() as usize, pl2.len())
+                );
+            }
+        }
+
         /// The routing tuple is the decoded segment's addresses (as `u128::from` gives
         /// them) and ports, on every link and both families.
         #[test]
