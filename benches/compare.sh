@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # lnetcap against tshark and tcptrace on the same generated captures, in one run: wall time,
-# packets/s, GB/s and peak RSS of each whole process (median wall time of RUNS runs, the
-# largest peak RSS of them), and the ratios to tcptrace. Machines are shared and noisy:
-# compare the ratios, which come from one run, not absolute times across runs.
+# packets/s, GB/s and peak RSS of each whole process (median wall time of RUNS rounds, the
+# tools interleaved in each round; peak RSS of one sampled run), and the ratios to
+# tcptrace: the median of the per-round ratios, with their quartiles. Machines are shared
+# and noisy: compare the ratios, which come from one run, not absolute times across runs.
 #
 #   bash benches/compare.sh [--quick]
 #
@@ -48,40 +49,49 @@ full_rpcs=$(python3 -c "print(max(1, round($full_gb * 1e9 / 9.12e6)))")
 "$bin" synth --scenario bench --rpcs "$full_rpcs" --snaplen 65535 -o "$tmp/full.pcap" --truth "$tmp/f.truth" 2>/dev/null
 rm -f "$tmp"/*.truth
 
-# measure RUNS CMD...: prints "median_wall_s peak_rss_kib": RUNS timed runs, then one run
-# whose VmHWM (/proc/PID/status) is sampled every 2 ms. Not getrusage: a child's ru_maxrss
-# starts with the forked parent's (Python's ~14 MiB) before exec.
-measure() {
+# rounds RUNS NAME=CMD ... : RUNS rounds, each running every command once, in an order
+# rotated by one every round, so that the VM's drift (10-25 % within minutes here) falls
+# on every tool alike; then one run of each whose VmHWM (/proc/PID/status) is sampled
+# every 2 ms (not getrusage: a child's ru_maxrss starts with the forked parent's, Python's
+# ~14 MiB, before exec). Prints per command "NAME median_wall_s peak_rss_kib q1 med q3":
+# the quartiles of its per-round speed relative to the first command (1 1 1 for it).
+# and its walls, comma-separated. Commands are split on spaces.
+rounds() {
   python3 - "$@" <<'PY'
-import os, subprocess, sys, time
-runs = int(sys.argv[1]); cmd = sys.argv[2:]
+import os, statistics, subprocess, sys, time
+runs = int(sys.argv[1]); cmds = [a.split("=", 1) for a in sys.argv[2:]]
 def hwm(pid):
     try:
         with open(f"/proc/{pid}/status") as f:
             return next((int(l.split()[1]) for l in f if l.startswith("VmHWM:")), 0)
     except OSError:
         return 0
-walls = []
+walls = {n: [] for n, _ in cmds}
 with open(os.devnull, "wb") as null:
-    for _ in range(runs):
-        t = time.perf_counter()
-        p = subprocess.run(cmd, stdout=null, stderr=null)
-        walls.append(time.perf_counter() - t)
-        if p.returncode != 0:
-            sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}")
-    p = subprocess.Popen(cmd, stdout=null, stderr=null)
-    time.sleep(0.001)
-    rss = 0
-    while p.poll() is None:
-        rss = max(rss, hwm(p.pid))
-        time.sleep(0.002)
-walls.sort()
-print(f"{walls[len(walls) // 2]:.4f} {rss}")
+    for r in range(runs):
+        for n, c in cmds[r % len(cmds):] + cmds[:r % len(cmds)]:
+            t = time.perf_counter()
+            p = subprocess.run(c.split(), stdout=null, stderr=null)
+            walls[n].append(time.perf_counter() - t)
+            if p.returncode != 0:
+                sys.exit(f"failed ({p.returncode}): {c}")
+    for n, c in cmds:
+        p = subprocess.Popen(c.split(), stdout=null, stderr=null)
+        time.sleep(0.001)
+        rss = 0
+        while p.poll() is None:
+            rss = max(rss, hwm(p.pid))
+            time.sleep(0.002)
+        ref = walls[cmds[0][0]]
+        rel = sorted(a / b for a, b in zip(ref, walls[n]))
+        q = lambda f: rel[min(len(rel) - 1, int(f * len(rel)))]
+        print(n, f"{statistics.median(walls[n]):.4f}", rss, f"{q(0.25):.3f} {statistics.median(rel):.3f} {q(0.75):.3f}",
+              ",".join(f"{w:.4f}" for w in walls[n]))
 PY
 }
 
 cores=$(nproc)
-printf "%-12s %-22s %9s %8s %12s %7s %10s %9s\n" capture tool packets seconds packets/s GB/s "peak RSS" "vs tcptrace"
+printf "%-12s %-22s %9s %8s %12s %7s %10s %12s %s\n" capture tool packets seconds packets/s GB/s "peak RSS" "vs tcptrace" "(per round: q1-q3)"
 for cap in header full; do
   f=$tmp/$cap.pcap
   cat "$f" >/dev/null
@@ -89,15 +99,17 @@ for cap in header full; do
   bytes=$(stat -c %s "$f")
   r=$runs
   [[ $cap == full ]] && ((r > 3)) && r=3
-  declare -A t=() m=()
-  read -r t[tcptrace] m[tcptrace] < <(measure "$r" tcptrace -l -r -n "$f")
-  read -r t[decode] m[decode] < <(measure "$r" "$bin" decode --format jsonl "$f")
-  read -r t[analyze1] m[analyze1] < <(measure "$r" "$bin" analyze -q --threads 1 --json "$tmp/out.json" "$f")
-  read -r t[analyzeN] m[analyzeN] < <(measure "$r" "$bin" analyze -q --json "$tmp/out.json" "$f")
+  declare -A t=() m=() q=() w=()
+  while read -r k wall rss q1 med q3 ws; do
+    t[$k]=$wall m[$k]=$rss q[$k]="$med $q1 $q3" w[$k]=$ws
+  done < <(rounds "$r" "tcptrace=tcptrace -l -r -n $f" "decode=$bin decode --format jsonl $f" \
+    "analyze1=$bin analyze -q --threads 1 --json $tmp/out1.json $f" \
+    "analyzeN=$bin analyze -q --json $tmp/outN.json $f")
   tools=(decode analyze1 analyzeN tcptrace)
   if [[ $cap == header || ${TSHARK_FULL:-0} == 1 ]]; then
-    read -r t[tshark] m[tshark] < <(measure 1 tshark -r "$f" -T fields -e frame.number -e lnet.msg_type \
-      -e lnet.msg_dst_match_bits -e lnet.ptl_index -e lnet.payload_length)
+    read -r _ t[tshark] m[tshark] _ _ _ _ < <(rounds 1 "tshark=tshark -r $f -T fields -e frame.number -e lnet.msg_type \
+      -e lnet.msg_dst_match_bits -e lnet.ptl_index -e lnet.payload_length")
+    q[tshark]="$(python3 -c "print(f'{${t[tcptrace]} / ${t[tshark]}:.3f}')") - -"
     tools+=(tshark)
   fi
   for k in "${tools[@]}"; do
@@ -107,8 +119,17 @@ for cap in header full; do
       analyzeN) name="lnetcap analyze ($cores)" ;;
       *) name=$k ;;
     esac
+    read -r med q1 q3 <<<"${q[$k]}"
+    spread="$q1-$q3"
+    [[ $q1 == - ]] && spread="(one run)"
     python3 -c "
-s, pk, b, rss, tc = ${t[$k]}, $pk, $bytes, ${m[$k]}, ${t[tcptrace]}
-print(f'%-12s %-22s %9d %8.3f %12.0f %7.2f %7.0f MiB %10.2fx' % ('$cap', '$name', pk, s, pk / s, b / s / 1e9, rss / 1024, tc / s))"
+s, pk, b, rss = ${t[$k]}, $pk, $bytes, ${m[$k]}
+print(f'%-12s %-22s %9d %8.3f %12.0f %7.2f %7.0f MiB %11sx %s' % ('$cap', '$name', pk, s, pk / s, b / s / 1e9, rss / 1024, '$med', '$spread'))"
   done
+  # The parallel speed-up itself, round by round.
+  python3 -c "
+import statistics
+r = sorted(a / b for a, b in zip([${w[analyze1]}], [${w[analyzeN]}]))
+q = lambda f: r[min(len(r) - 1, int(f * len(r)))]
+print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f)' % ('$cap', 'lnetcap analyze', statistics.median(r), q(0.25), q(0.75)))"
 done
