@@ -503,6 +503,37 @@ mod tests {
         }
     }
 
+    /// The in-place path answers for the usual header (else the speed-up is silently
+    /// lost) and leaves AH, fragments and IPv6 to etherparse; the routing tuple follows
+    /// IPv4 options and 802.1ad tags, and gives none for AH.
+    #[test]
+    fn in_place_paths_answer_where_they_should() {
+        let src: IpAddr = "10.0.0.2".parse().unwrap();
+        let dst: IpAddr = "10.0.0.1".parse().unwrap();
+        let p = tcp_packet(src, 1023, dst, 988, false, 0);
+        assert!(ipv4_tcp_layer(&p).is_some(), "plain IPv4/TCP read in place");
+        let mut frag = p.clone();
+        frag[6] = 0x20;
+        assert!(ipv4_tcp_layer(&frag).is_none(), "MF: etherparse's");
+        let mut ah = p.clone();
+        ah[9] = 51;
+        assert!(ipv4_tcp_layer(&ah).is_none() && tcp_tuple(linktype::RAW, &ah).is_none(), "AH: decode to know");
+        let v6 = tcp_packet("fd00::2".parse().unwrap(), 1023, "fd00::1".parse().unwrap(), 988, false, 0);
+        assert!(ipv4_tcp_layer(&v6).is_none());
+        // IHL 6 (4 bytes of options) behind an 802.1ad tag: the ports are read after them.
+        let mut opt = p[..20].to_vec();
+        opt[0] = 0x46;
+        opt[2..4].copy_from_slice(&44u16.to_be_bytes());
+        opt.extend_from_slice(&[1, 1, 1, 0]);
+        opt.extend_from_slice(&p[20..]);
+        let mut eth = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x88, 0xa8, 0, 7, 0x08, 0x00];
+        eth.extend_from_slice(&opt);
+        let seg = decode_packet(linktype::ETHERNET, &eth, eth.len() as u32).unwrap();
+        assert_eq!((seg.src_port, seg.dst_port, seg.ip.src, seg.ip.dst), (1023, 988, src, dst));
+        let t = tcp_tuple(linktype::ETHERNET, &eth).unwrap();
+        assert_eq!((t.src_port, t.dst_port, t.src, t.dst), (1023, 988, 0x0a00_0002, 0x0a00_0001));
+    }
+
     #[test]
     fn test_raw_ipv4_tcp() {
         let p = ipv4_tcp(b"hello", None);
