@@ -429,7 +429,7 @@ mod tests {
         let first = prop_oneof![4 => Just(0x45u8), 2 => 0x40u8..0x50, 1 => any::<u8>()];
         let proto = prop_oneof![4 => Just(6u8), 1 => Just(51u8), 1 => any::<u8>()];
         let frag = prop_oneof![4 => Just(0u16), 1 => Just(0x4000u16), 1 => Just(0x2000u16), 1 => 1u16..0x2000, 1 => any::<u16>()];
-        let total = prop_oneof![Just(0u8), Just(1), Just(2), Just(3), Just(4), Just(5)];
+        let total = 0u8..6;
         (
             first,
             proto,
