@@ -198,6 +198,20 @@ pub const DEFAULT_SERIES_NS: i64 = 100_000_000;
 /// the last progress is a timeout, and an idle this long restarts the window estimate.
 pub const MIN_RTO_NS: i64 = 200_000_000;
 
+/// An ACK waiting for the look-ahead (24 bytes: the deque spans a round trip of ACKs on
+/// every connection, and its front is read cold).
+#[derive(Debug, Clone, Copy)]
+struct PendingAck {
+    /// Capture time.
+    t: i64,
+    ack: u32,
+    /// The window, scaled, bytes.
+    wnd: u32,
+    /// SACKed bytes above the ACK.
+    sacked: u32,
+    recovery: bool,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct SentSeg {
     end: u32,
@@ -224,7 +238,7 @@ pub(crate) struct DirState {
     /// The highest TSval seen, echoed or not.
     last_tsval: Option<u32>,
     /// ACKs waiting for the look-ahead: (capture time, ack, window bytes, sacked bytes).
-    pending: VecDeque<(i64, u32, u64, u64, bool)>,
+    pending: VecDeque<PendingAck>,
     /// No entry of `pending` is older than this (a lower bound: reading the deque's
     /// front on every segment is a cache miss per connection).
     pending_from: i64,
@@ -365,6 +379,9 @@ impl Holes {
     /// The receiver acknowledged up to `ack`: holes below it were received (the capture
     /// missed those bytes) and will not be filled.
     fn acked(&mut self, ack: u32) {
+        if self.list.is_empty() {
+            return;
+        }
         self.list.retain_mut(|h| {
             if !after(h.1, ack) {
                 return false;
@@ -566,11 +583,24 @@ fn on_ack(me: &mut DirState, peer: &mut DirState, s: &SegInfo<'_>, sack: &[(u32,
     if peer.recover.is_some_and(|r| !after(r, ack)) {
         peer.recover = None;
     }
-    peer.pending.push_back((s.ts, ack, wnd, sacked, peer.recover.is_some()));
+    // A scaled window is below 2^30; SACKed bytes beyond 2^32 - 1 leave no flight either.
+    let (wnd, sacked) = (u32::try_from(wnd).unwrap_or(u32::MAX), u32::try_from(sacked).unwrap_or(u32::MAX));
+    peer.pending.push_back(PendingAck { t: s.ts, ack, wnd, sacked, recovery: peer.recover.is_some() });
     peer.pending_from = peer.pending_from.min(s.ts);
 }
 
 fn parse_opts(opts: &[u8]) -> Opts {
+    // The options of almost every segment of an established connection: NOP, NOP,
+    // timestamps (RFC 7323's recommended layout); the loop below gives the same answer.
+    if let [1, 1, 8, 10, a0, a1, a2, a3, b0, b1, b2, b3] = *opts {
+        return (Some((u32::from_be_bytes([a0, a1, a2, a3]), u32::from_be_bytes([b0, b1, b2, b3]))), None, Vec::new());
+    }
+    parse_opts_walk(opts)
+}
+
+/// Every option, in order (RFC 9293 3.2: kinds 0 and 1 are one byte, the others
+/// kind-length-value; a malformed length ends the walk).
+fn parse_opts_walk(opts: &[u8]) -> Opts {
     let (mut ts, mut ws, mut sack) = (None, None, Vec::new());
     let mut i = 0;
     while i < opts.len() {
@@ -784,7 +814,7 @@ impl ConnPerf {
             if !all && st.pending_from.saturating_add(look) > now {
                 continue;
             }
-            while let Some(&(t, ack, wnd, sacked, recovery)) = st.pending.front() {
+            while let Some(&PendingAck { t, ack, wnd, sacked, recovery }) = st.pending.front() {
                 if !all && t + look > now {
                     st.pending_from = t;
                     break;
@@ -801,10 +831,14 @@ impl ConnPerf {
                 st.hist_hint = k;
                 let sent = k.checked_sub(1).map(|i| st.max_hist[i].1);
                 if let Some(m) = sent {
-                    let inflight =
-                        if after(m, ack) { u64::from(m.wrapping_sub(ack)).saturating_sub(sacked) } else { 0 };
+                    let inflight = if after(m, ack) {
+                        u64::from(m.wrapping_sub(ack)).saturating_sub(u64::from(sacked))
+                    } else {
+                        0
+                    };
                     st.perf.inflight_max = st.perf.inflight_max.max(inflight);
-                    st.perf.add_flight(&FlightSample { t, flight: inflight, rwnd: wnd, recovery }, series_ns);
+                    st.perf
+                        .add_flight(&FlightSample { t, flight: inflight, rwnd: u64::from(wnd), recovery }, series_ns);
                 }
             }
             if st.pending.is_empty() {
@@ -930,6 +964,29 @@ impl DirPerf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The NOP-NOP-timestamps shortcut answers as the walk over the options does, on
+        /// that layout with any values and on any other bytes (kinds 0-8 and lengths near
+        /// theirs, so that timestamps, window scale and SACK blocks come up often).
+        #[test]
+        fn test_parse_opts_shortcut_is_the_walk(
+            tsval in proptest::prelude::any::<u32>(),
+            tsecr in proptest::prelude::any::<u32>(),
+            noise in proptest::collection::vec(proptest::prop_oneof![0u8..12, proptest::prelude::any::<u8>()], 0..40),
+            cut in 0usize..13,
+        ) {
+            let mut usual = vec![1, 1, 8, 10];
+            usual.extend_from_slice(&tsval.to_be_bytes());
+            usual.extend_from_slice(&tsecr.to_be_bytes());
+            proptest::prop_assert_eq!(parse_opts(&usual), (Some((tsval, tsecr)), None, Vec::new()));
+            proptest::prop_assert_eq!(parse_opts(&usual[..cut]), parse_opts_walk(&usual[..cut]));
+            let mut longer = usual.clone();
+            longer.extend_from_slice(&noise);
+            proptest::prop_assert_eq!(parse_opts(&longer), parse_opts_walk(&longer));
+            proptest::prop_assert_eq!(parse_opts(&noise), parse_opts_walk(&noise));
+        }
+    }
 
     #[test]
     fn test_entries_upto_is_partition_point_from_any_hint() {

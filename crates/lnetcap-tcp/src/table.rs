@@ -686,7 +686,10 @@ impl FlowTable {
             let owd = sender_owd(info, perf);
             perf.settle(stamp.ts_ns, owd, false);
         }
-        self.note_waiting(i);
+        // Only data puts bytes beyond a hole (a half's out-of-order buffer).
+        if seg.payload_len > 0 {
+            self.note_waiting(i);
+        }
         outcome
     }
 
