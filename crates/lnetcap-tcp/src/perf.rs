@@ -700,6 +700,9 @@ pub(crate) struct ConnPerf {
     /// One-way delays from the loops (see `loop_owd`), and the sample counts they were
     /// computed at.
     owd_cache: ([i64; 2], [u64; 2]),
+    /// The one-way delays the captured handshake gives, once it gave them (they do not
+    /// change after: each handshake time is set once).
+    pub(crate) handshake_owd: Option<[i64; 2]>,
 }
 
 impl Default for ConnPerf {
@@ -748,7 +751,7 @@ impl DirPerf {
 impl ConnPerf {
     /// Both directions, with a loop series per `series_ns`.
     pub(crate) fn new(series_ns: i64) -> Self {
-        Self { dirs: Default::default(), series_ns: series_ns.max(1), owd_cache: ([0, 0], [0, 0]) }
+        Self { dirs: Default::default(), series_ns: series_ns.max(1), owd_cache: ([0, 0], [0, 0]), handshake_owd: None }
     }
 
     /// Its series interval, ns.

@@ -835,8 +835,13 @@ fn expire_slot(slot: &mut Slot, now: i64, sink: &mut impl StreamSink) {
 /// One-way delay between the capture point and each direction's sender: from the handshake
 /// when it was captured, else half the median loop measured on the other direction.
 fn sender_owd(info: &Connection, perf: &mut ConnPerf) -> [i64; 2] {
+    if let Some(owd) = perf.handshake_owd {
+        return owd;
+    }
     if let Some(cp) = info.capture_point() {
-        return [cp.active_owd_ns, cp.passive_owd_ns];
+        let owd = [cp.active_owd_ns, cp.passive_owd_ns];
+        perf.handshake_owd = Some(owd);
+        return owd;
     }
     // Direction d's sender sits on the loop measured for the reverse direction's data.
     perf.loop_owd()
