@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # lnetcap against tshark and tcptrace on the same generated captures, in one run: wall time,
-# packets/s, GB/s and peak RSS of each whole process (median wall time of RUNS rounds, the
-# tools interleaved in each round; peak RSS of one sampled run), and the ratios to
+# CPU time (user + system), packets/s, GB/s and peak RSS of each whole process (medians of
+# RUNS rounds, the tools interleaved in each round; peak RSS of one sampled run), and the ratios to
 # tcptrace: the median of the per-round ratios, with their quartiles. Machines are shared
 # and noisy: compare the ratios, which come from one run, not absolute times across runs.
 #
@@ -53,9 +53,10 @@ rm -f "$tmp"/*.truth
 # rotated by one every round, so that the VM's drift (10-25 % within minutes here) falls
 # on every tool alike; then one run of each whose VmHWM (/proc/PID/status) is sampled
 # every 2 ms (not getrusage: a child's ru_maxrss starts with the forked parent's, Python's
-# ~14 MiB, before exec). Prints per command "NAME median_wall_s peak_rss_kib q1 med q3":
-# the quartiles of its per-round speed relative to the first command (1 1 1 for it).
-# and its walls, comma-separated. Commands are split on spaces.
+# ~14 MiB, before exec). Prints per command "NAME median_wall_s peak_rss_kib q1 med q3
+# walls cpu": the quartiles of its per-round speed relative to the first command (1 1 1
+# for it), its walls, comma-separated, and the median CPU time (user + system, from the
+# child's own rusage by wait4) of its rounds. Commands are split on spaces.
 rounds() {
   python3 - "$@" <<'PY'
 import os, statistics, subprocess, sys, time
@@ -67,14 +68,17 @@ def hwm(pid):
     except OSError:
         return 0
 walls = {n: [] for n, _ in cmds}
+cpus = {n: [] for n, _ in cmds}
 with open(os.devnull, "wb") as null:
     for r in range(runs):
         for n, c in cmds[r % len(cmds):] + cmds[:r % len(cmds)]:
             t = time.perf_counter()
-            p = subprocess.run(c.split(), stdout=null, stderr=null)
+            p = subprocess.Popen(c.split(), stdout=null, stderr=null)
+            _, status, ru = os.wait4(p.pid, 0)
             walls[n].append(time.perf_counter() - t)
-            if p.returncode != 0:
-                sys.exit(f"failed ({p.returncode}): {c}")
+            cpus[n].append(ru.ru_utime + ru.ru_stime)
+            if os.waitstatus_to_exitcode(status) != 0:
+                sys.exit(f"failed ({os.waitstatus_to_exitcode(status)}): {c}")
     for n, c in cmds:
         p = subprocess.Popen(c.split(), stdout=null, stderr=null)
         time.sleep(0.001)
@@ -86,12 +90,12 @@ with open(os.devnull, "wb") as null:
         rel = sorted(a / b for a, b in zip(ref, walls[n]))
         q = lambda f: rel[min(len(rel) - 1, int(f * len(rel)))]
         print(n, f"{statistics.median(walls[n]):.4f}", rss, f"{q(0.25):.3f} {statistics.median(rel):.3f} {q(0.75):.3f}",
-              ",".join(f"{w:.4f}" for w in walls[n]))
+              ",".join(f"{w:.4f}" for w in walls[n]), f"{statistics.median(cpus[n]):.3f}")
 PY
 }
 
 cores=$(nproc)
-printf "%-12s %-22s %9s %8s %12s %7s %10s %12s %s\n" capture tool packets seconds packets/s GB/s "peak RSS" "vs tcptrace" "(per round: q1-q3)"
+printf "%-12s %-22s %9s %8s %7s %12s %7s %10s %12s %s\n" capture tool packets seconds "CPU s" packets/s GB/s "peak RSS" "vs tcptrace" "(per round: q1-q3)"
 for cap in header full; do
   f=$tmp/$cap.pcap
   cat "$f" >/dev/null
@@ -99,15 +103,15 @@ for cap in header full; do
   bytes=$(stat -c %s "$f")
   r=$runs
   [[ $cap == full ]] && ((r > 3)) && r=3
-  declare -A t=() m=() q=() w=()
-  while read -r k wall rss q1 med q3 ws; do
-    t[$k]=$wall m[$k]=$rss q[$k]="$med $q1 $q3" w[$k]=$ws
+  declare -A t=() m=() q=() w=() u=()
+  while read -r k wall rss q1 med q3 ws cpu; do
+    t[$k]=$wall m[$k]=$rss q[$k]="$med $q1 $q3" w[$k]=$ws u[$k]=$cpu
   done < <(rounds "$r" "tcptrace=tcptrace -l -r -n $f" "decode=$bin decode --format jsonl $f" \
     "analyze1=$bin analyze -q --threads 1 --json $tmp/out1.json $f" \
     "analyzeN=$bin analyze -q --json $tmp/outN.json $f")
   tools=(decode analyze1 analyzeN tcptrace)
   if [[ $cap == header || ${TSHARK_FULL:-0} == 1 ]]; then
-    read -r _ t[tshark] m[tshark] _ _ _ _ < <(rounds 1 "tshark=tshark -r $f -T fields -e frame.number -e lnet.msg_type \
+    read -r _ t[tshark] m[tshark] _ _ _ _ u[tshark] < <(rounds 1 "tshark=tshark -r $f -T fields -e frame.number -e lnet.msg_type \
       -e lnet.msg_dst_match_bits -e lnet.ptl_index -e lnet.payload_length")
     q[tshark]="$(python3 -c "print(f'{${t[tcptrace]} / ${t[tshark]}:.3f}')") - -"
     tools+=(tshark)
@@ -123,13 +127,13 @@ for cap in header full; do
     spread="$q1-$q3"
     [[ $q1 == - ]] && spread="(one run)"
     python3 -c "
-s, pk, b, rss = ${t[$k]}, $pk, $bytes, ${m[$k]}
-print(f'%-12s %-22s %9d %8.3f %12.0f %7.2f %7.0f MiB %11sx %s' % ('$cap', '$name', pk, s, pk / s, b / s / 1e9, rss / 1024, '$med', '$spread'))"
+s, cpu, pk, b, rss = ${t[$k]}, ${u[$k]}, $pk, $bytes, ${m[$k]}
+print(f'%-12s %-22s %9d %8.3f %7.3f %12.0f %7.2f %7.0f MiB %11sx %s' % ('$cap', '$name', pk, s, cpu, pk / s, b / s / 1e9, rss / 1024, '$med', '$spread'))"
   done
   # The parallel speed-up itself, round by round.
   python3 -c "
 import statistics
 r = sorted(a / b for a, b in zip([${w[analyze1]}], [${w[analyzeN]}]))
 q = lambda f: r[min(len(r) - 1, int(f * len(r)))]
-print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f)' % ('$cap', 'lnetcap analyze', statistics.median(r), q(0.25), q(0.75)))"
+print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f), for %.2fx the CPU time' % ('$cap', 'lnetcap analyze', statistics.median(r), q(0.25), q(0.75), ${u[analyzeN]} / ${u[analyze1]}))"
 done
