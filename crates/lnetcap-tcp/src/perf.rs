@@ -237,7 +237,7 @@ pub(crate) struct DirState {
     tsvals: VecDeque<(u32, i64)>,
     /// The highest TSval seen, echoed or not.
     last_tsval: Option<u32>,
-    /// ACKs waiting for the look-ahead: (capture time, ack, window bytes, sacked bytes).
+    /// ACKs waiting for the look-ahead, in capture order.
     pending: VecDeque<PendingAck>,
     /// No entry of `pending` is older than this (a lower bound: reading the deque's
     /// front on every segment is a cache miss per connection).
@@ -577,21 +577,22 @@ fn on_ack(me: &mut DirState, peer: &mut DirState, s: &SegInfo<'_>, sack: &[(u32,
         }
     }
     let scale = peer.perf.rcv_wscale.unwrap_or(0);
-    let wnd = u64::from(s.window) << scale;
+    // The scale is at most 14 (parse_opts_walk caps it): a scaled window is below 2^30.
+    let wnd = u32::from(s.window) << scale;
     let sacked: u64 =
         sack.iter().filter(|(l, r)| after(*r, *l) && after(*r, ack)).map(|(l, r)| u64::from(r.wrapping_sub(*l))).sum();
     if peer.recover.is_some_and(|r| !after(r, ack)) {
         peer.recover = None;
     }
-    // A scaled window is below 2^30; SACKed bytes beyond 2^32 - 1 leave no flight either.
-    let (wnd, sacked) = (u32::try_from(wnd).unwrap_or(u32::MAX), u32::try_from(sacked).unwrap_or(u32::MAX));
+    // SACKed bytes beyond 2^32 - 1 leave no flight either (the flight is below 2^32).
+    let sacked = u32::try_from(sacked).unwrap_or(u32::MAX);
     peer.pending.push_back(PendingAck { t: s.ts, ack, wnd, sacked, recovery: peer.recover.is_some() });
     peer.pending_from = peer.pending_from.min(s.ts);
 }
 
 fn parse_opts(opts: &[u8]) -> Opts {
     // The options of almost every segment of an established connection: NOP, NOP,
-    // timestamps (RFC 7323's recommended layout); the loop below gives the same answer.
+    // timestamps (RFC 7323's recommended layout); parse_opts_walk gives the same answer.
     if let [1, 1, 8, 10, a0, a1, a2, a3, b0, b1, b2, b3] = *opts {
         return (Some((u32::from_be_bytes([a0, a1, a2, a3]), u32::from_be_bytes([b0, b1, b2, b3]))), None, Vec::new());
     }
