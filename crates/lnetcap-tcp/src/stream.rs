@@ -1,6 +1,6 @@
 //! One direction of a TCP connection: sequence numbers → stream offsets → ordered events.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use crate::limits::{HISTORY_BYTES, MAX_ACK_AHEAD, MAX_HOLE_SPAN, MAX_HOLE_WAIT_NS, MAX_OOO_BYTES, MAX_OOO_SEGMENTS};
 use crate::{Anomaly, GapReason, Stamp, StreamEvent};
@@ -52,7 +52,57 @@ struct Chunk {
 struct History {
     ring: Vec<u8>,
     /// Known ranges [start, end) whose bytes are in the ring, ascending.
-    ranges: VecDeque<(u64, u64)>,
+    ranges: Ranges,
+}
+
+/// A queue of ranges: a vector read from `head`, its dropped front compacted away once
+/// it is half the vector (amortised; at most twice the live ranges plus
+/// [`Ranges::COMPACT_AT`]). A header-only capture delivers one range a segment and
+/// retires one: `VecDeque`'s wrapped indexing was a quarter of recording a segment.
+#[derive(Default)]
+struct Ranges {
+    v: Vec<(u64, u64)>,
+    head: usize,
+}
+
+impl Ranges {
+    /// Dropped ranges kept before a compaction at least.
+    const COMPACT_AT: usize = 64;
+
+    fn live(&self) -> &[(u64, u64)] {
+        &self.v[self.head..]
+    }
+
+    fn front(&self) -> Option<&(u64, u64)> {
+        self.v.get(self.head)
+    }
+
+    fn front_mut(&mut self) -> Option<&mut (u64, u64)> {
+        self.v.get_mut(self.head)
+    }
+
+    fn back_mut(&mut self) -> Option<&mut (u64, u64)> {
+        if self.head < self.v.len() {
+            self.v.last_mut()
+        } else {
+            None
+        }
+    }
+
+    fn push_back(&mut self, r: (u64, u64)) {
+        self.v.push(r);
+    }
+
+    fn pop_front(&mut self) {
+        self.head += 1;
+        if self.head >= self.v.len() {
+            self.v.clear();
+            self.head = 0;
+        } else if self.head >= Self::COMPACT_AT && 2 * self.head >= self.v.len() {
+            self.v.drain(..self.head);
+            self.head = 0;
+        }
+    }
 }
 
 impl History {
@@ -104,7 +154,7 @@ impl History {
         let old = &self.ring;
         // Both lengths are powers of two: a stream offset's place is offset & (len - 1).
         let (om, nm) = (old.len().wrapping_sub(1) as u64, (len - 1) as u64);
-        for &(a, b) in &self.ranges {
+        for &(a, b) in self.ranges.live() {
             // Runs that wrap in neither ring, copied whole (a connection's ring grows up
             // to eight times: byte by byte, that was most of a short connection's cost).
             let mut o = a;
@@ -125,7 +175,7 @@ impl History {
         let end = off + bytes.len() as u64;
         let mut differ = 0u64;
         let mut first = u64::MAX;
-        for &(a, b) in &self.ranges {
+        for &(a, b) in self.ranges.live() {
             let lo = a.max(off);
             let hi = b.min(end);
             let mut o = lo;
@@ -476,5 +526,80 @@ impl StreamHalf {
         }
         self.maybe_fin(stamp, emit);
         self.history = History::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::{History, Ranges};
+
+    proptest! {
+        /// The history against a model that keeps every recorded byte: a retransmitted
+        /// copy is compared with exactly the recorded bytes the ring still holds (those at
+        /// or after the end of the latest record less the ring's length then), whatever
+        /// the gaps between records and the sizes of the copies.
+        #[test]
+        fn history_compares_with_the_bytes_it_still_holds(
+            records in proptest::collection::vec((0u64..5000, 1usize..3000, any::<u8>()), 1..120),
+            queries in proptest::collection::vec((0u64..400_000, 1usize..4000, any::<u8>()), 1..20),
+        ) {
+            let mut h = History::default();
+            let mut model = BTreeMap::new();
+            let (mut at, mut floor) = (0u64, 0u64);
+            for (i, &(gap, len, seed)) in records.iter().enumerate() {
+                at += gap;
+                let bytes: Vec<u8> = (0..len).map(|k| seed.wrapping_add((k * 7 + i) as u8)).collect();
+                h.record(at, &bytes);
+                for (k, b) in bytes.iter().enumerate() {
+                    model.insert(at + k as u64, *b);
+                }
+                at += len as u64;
+                floor = floor.max(at.saturating_sub(h.ring.len() as u64));
+                prop_assert!(h.ranges.v.len() <= 2 * h.ranges.live().len() + Ranges::COMPACT_AT);
+            }
+            for &(off, len, seed) in &queries {
+                let off = off % (at + 10);
+                let bytes: Vec<u8> = (0..len).map(|k| if k % 5 == 0 { seed } else { 0x5a }).collect();
+                let (mut differ, mut first) = (0u64, u64::MAX);
+                let (lo, hi) = (off.max(floor), off + len as u64);
+                for (&o, &b) in model.range(lo..hi.max(lo)) {
+                    if bytes[(o - off) as usize] != b {
+                        differ += 1;
+                        first = first.min(o);
+                    }
+                }
+                prop_assert_eq!(h.compare(off, &bytes), (differ, first));
+            }
+        }
+    }
+
+    #[test]
+    fn ranges_queue_in_order_and_compact() {
+        let mut r = Ranges::default();
+        for i in 0..200u64 {
+            r.push_back((10 * i, 10 * i + 5));
+        }
+        for i in 0..150u64 {
+            assert_eq!(r.front(), Some(&(10 * i, 10 * i + 5)));
+            r.pop_front();
+        }
+        // Compacted once half was dropped: what is left starts at the front.
+        assert_eq!(r.live().len(), 50);
+        assert!(r.v.len() < 200);
+        assert_eq!(r.front(), Some(&(1500, 1505)));
+        if let Some(b) = r.back_mut() {
+            b.1 = 2000;
+        }
+        assert_eq!(r.live().last(), Some(&(1990, 2000)));
+        for _ in 0..50 {
+            r.pop_front();
+        }
+        assert_eq!(r.front(), None);
+        assert_eq!(r.back_mut(), None);
+        assert_eq!(r.v.len(), 0);
     }
 }
