@@ -24,6 +24,9 @@
 #   tshark -r FILE -T fields -e frame.number -e lnet.msg_type -e lnet.msg_dst_match_bits
 #          -e lnet.ptl_index -e lnet.payload_length  (Wireshark's LNet dissector)
 #   tcptrace -l -r -n FILE                          TCP statistics only, no LNet decoding
+#   nproc copies of `analyze --threads 1` at once   the ceiling: what the machine's cores
+#                                                   give independent work (the parallel
+#                                                   run is quoted against it too)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -72,14 +75,25 @@ cpus = {n: [] for n, _ in cmds}
 with open(os.devnull, "wb") as null:
     for r in range(runs):
         for n, c in cmds[r % len(cmds):] + cmds[:r % len(cmds)]:
+            # NAME*K: K copies at once ({i} in the command numbers them); the wall time
+            # until the last ends, the CPU time of all.
+            copies = int(n.split("*")[1]) if "*" in n else 1
             t = time.perf_counter()
-            p = subprocess.Popen(c.split(), stdout=null, stderr=null)
-            _, status, ru = os.wait4(p.pid, 0)
+            ps = [subprocess.Popen(c.replace("{i}", str(i)).split(), stdout=null, stderr=null) for i in range(copies)]
+            cpu = 0.0
+            for p in ps:
+                _, status, ru = os.wait4(p.pid, 0)
+                cpu += ru.ru_utime + ru.ru_stime
+                if os.waitstatus_to_exitcode(status) != 0:
+                    sys.exit(f"failed ({os.waitstatus_to_exitcode(status)}): {c}")
             walls[n].append(time.perf_counter() - t)
-            cpus[n].append(ru.ru_utime + ru.ru_stime)
-            if os.waitstatus_to_exitcode(status) != 0:
-                sys.exit(f"failed ({os.waitstatus_to_exitcode(status)}): {c}")
+            cpus[n].append(cpu)
     for n, c in cmds:
+        if "*" in n:
+            ref = walls[cmds[0][0]]
+            print(n, f"{statistics.median(walls[n]):.4f}", 0, "- - -", ",".join(f"{w:.4f}" for w in walls[n]),
+                  f"{statistics.median(cpus[n]):.3f}")
+            continue
         p = subprocess.Popen(c.split(), stdout=null, stderr=null)
         time.sleep(0.001)
         rss = 0
@@ -105,10 +119,12 @@ for cap in header full; do
   [[ $cap == full ]] && ((r > 3)) && r=3
   declare -A t=() m=() q=() w=() u=()
   while read -r k wall rss q1 med q3 ws cpu; do
+    k=${k/\*/x}
     t[$k]=$wall m[$k]=$rss q[$k]="$med $q1 $q3" w[$k]=$ws u[$k]=$cpu
   done < <(rounds "$r" "tcptrace=tcptrace -l -r -n $f" "decode=$bin decode --format jsonl $f" \
     "analyze1=$bin analyze -q --threads 1 --json $tmp/out1.json $f" \
-    "analyzeN=$bin analyze -q --json $tmp/outN.json $f")
+    "analyzeN=$bin analyze -q --json $tmp/outN.json $f" \
+    "analyze1*$cores=$bin analyze -q --threads 1 --json $tmp/outP{i}.json $f")
   tools=(decode analyze1 analyzeN tcptrace)
   if [[ $cap == header || ${TSHARK_FULL:-0} == 1 ]]; then
     read -r _ t[tshark] m[tshark] _ _ _ _ u[tshark] < <(rounds 1 "tshark=tshark -r $f -T fields -e frame.number -e lnet.msg_type \
@@ -135,5 +151,11 @@ print(f'%-12s %-22s %9d %8.3f %7.3f %12.0f %7.2f %7.0f MiB %11sx %s' % ('$cap', 
 import statistics
 r = sorted(a / b for a, b in zip([${w[analyze1]}], [${w[analyzeN]}]))
 q = lambda f: r[min(len(r) - 1, int(f * len(r)))]
-print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f), for %.2fx the CPU time' % ('$cap', 'lnetcap analyze', statistics.median(r), q(0.25), q(0.75), ${u[analyzeN]} / ${u[analyze1]}))"
+print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f), for %.2fx the CPU time' % ('$cap', 'lnetcap analyze', statistics.median(r), q(0.25), q(0.75), ${u[analyzeN]} / ${u[analyze1]}))
+# The most $cores cores give this work here: $cores one-thread runs at once, against one run
+# alone (shared caches, memory bandwidth and the host's scheduling of a VM's cores
+# all count); the parallel run against that ceiling, round by round.
+c = sorted($cores * a / b for a, b in zip([${w[analyze1]}], [${w[analyze1x$cores]}]))
+e = sorted(p / ($cores * n) for n, p in zip([${w[analyzeN]}], [${w[analyze1x$cores]}]))
+print('%-12s %-22s $cores one-thread runs at once: %.2fx the throughput of one (per round: %.2f-%.2f), the ceiling of $cores cores here; the $cores-thread run reaches %.0f %% of it (per round: %.0f-%.0f %%)' % ('$cap', 'lnetcap analyze', statistics.median(c), c[len(c) // 4], c[3 * len(c) // 4], 100 * statistics.median(e), 100 * e[len(e) // 4], 100 * e[3 * len(e) // 4]))"
 done
