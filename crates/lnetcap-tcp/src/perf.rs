@@ -23,6 +23,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::stats::Quantiles;
+use crate::CapturePoint;
 
 /// Counters and samples of one direction (sender → receiver).
 #[derive(Debug, Clone, Default)]
@@ -703,7 +704,7 @@ pub(crate) struct ConnPerf {
     owd_cache: ([i64; 2], [u64; 2]),
     /// The one-way delays the captured handshake gives, once it gave them (they do not
     /// change after: each handshake time is set once).
-    pub(crate) handshake_owd: Option<[i64; 2]>,
+    handshake_owd: Option<[i64; 2]>,
 }
 
 impl Default for ConnPerf {
@@ -768,10 +769,27 @@ impl ConnPerf {
         }
     }
 
+    /// One-way delay between the capture point and each direction's sender: from the
+    /// handshake when `capture_point` gives it (kept from then on: asking the connection
+    /// costs three optional times and two halvings, on every segment), else
+    /// [`ConnPerf::loop_owd`].
+    pub(crate) fn sender_owd(&mut self, capture_point: impl FnOnce() -> Option<CapturePoint>) -> [i64; 2] {
+        if let Some(owd) = self.handshake_owd {
+            return owd;
+        }
+        if let Some(cp) = capture_point() {
+            let owd = [cp.active_owd_ns, cp.passive_owd_ns];
+            self.handshake_owd = Some(owd);
+            return owd;
+        }
+        // Direction d's sender sits on the loop measured for the reverse direction's data.
+        self.loop_owd()
+    }
+
     /// One-way delay between the capture point and each direction's sender, half the
     /// median loop measured on the reverse direction's data; recomputed as the samples
     /// grow by a thirty-second (the sketch's median costs a walk over its buckets).
-    pub(crate) fn loop_owd(&mut self) -> [i64; 2] {
+    fn loop_owd(&mut self) -> [i64; 2] {
         let n = [self.dirs[1].perf.loops.count(), self.dirs[0].perf.loops.count()];
         let (owd, at) = &mut self.owd_cache;
         for d in 0..2 {

@@ -683,7 +683,7 @@ impl FlowTable {
             peer.release();
         }
         if perf_on {
-            let owd = sender_owd(info, perf);
+            let owd = perf.sender_owd(|| info.capture_point());
             perf.settle(stamp.ts_ns, owd, false);
         }
         // Only data puts bytes beyond a hole (a half's out-of-order buffer).
@@ -800,7 +800,7 @@ impl FlowTable {
 /// ends its TCP behaviour analysis (when `perf_on`), at `stamp`.
 fn flush_slot(perf_on: bool, slot: &mut Slot, stamp: Stamp, sink: &mut impl StreamSink) {
     if perf_on {
-        let owd = sender_owd(&slot.info, &mut slot.perf);
+        let owd = slot.perf.sender_owd(|| slot.info.capture_point());
         slot.perf.settle(stamp.ts_ns, owd, true);
         slot.perf.finish();
     }
@@ -830,21 +830,6 @@ fn expire_slot(slot: &mut Slot, now: i64, sink: &mut impl StreamSink) {
             h.release();
         }
     }
-}
-
-/// One-way delay between the capture point and each direction's sender: from the handshake
-/// when it was captured, else half the median loop measured on the other direction.
-fn sender_owd(info: &Connection, perf: &mut ConnPerf) -> [i64; 2] {
-    if let Some(owd) = perf.handshake_owd {
-        return owd;
-    }
-    if let Some(cp) = info.capture_point() {
-        let owd = [cp.active_owd_ns, cp.passive_owd_ns];
-        perf.handshake_owd = Some(owd);
-        return owd;
-    }
-    // Direction d's sender sits on the loop measured for the reverse direction's data.
-    perf.loop_owd()
 }
 
 fn sink_event(sink: &mut impl StreamSink, info: &Connection, dir: Dir, stamp: Stamp, ev: StreamEvent<'_>) -> Verdict {
