@@ -90,7 +90,6 @@ with open(os.devnull, "wb") as null:
             cpus[n].append(cpu)
     for n, c in cmds:
         if "*" in n:
-            ref = walls[cmds[0][0]]
             print(n, f"{statistics.median(walls[n]):.4f}", 0, "- - -", ",".join(f"{w:.4f}" for w in walls[n]),
                   f"{statistics.median(cpus[n]):.3f}")
             continue
@@ -149,13 +148,13 @@ print(f'%-12s %-22s %9d %8.3f %7.3f %12.0f %7.2f %7.0f MiB %11sx %s' % ('$cap', 
   # The parallel speed-up itself, round by round.
   python3 -c "
 import statistics
+q = lambda r, f: r[min(len(r) - 1, int(f * len(r)))]
 r = sorted(a / b for a, b in zip([${w[analyze1]}], [${w[analyzeN]}]))
-q = lambda f: r[min(len(r) - 1, int(f * len(r)))]
-print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f), for %.2fx the CPU time' % ('$cap', 'lnetcap analyze', statistics.median(r), q(0.25), q(0.75), ${u[analyzeN]} / ${u[analyze1]}))
+print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f), for %.2fx the CPU time' % ('$cap', 'lnetcap analyze', statistics.median(r), q(r, 0.25), q(r, 0.75), ${u[analyzeN]} / ${u[analyze1]}))
 # The most $cores cores give this work here: $cores one-thread runs at once, against one run
 # alone (shared caches, memory bandwidth and the host's scheduling of a VM's cores
 # all count); the parallel run against that ceiling, round by round.
 c = sorted($cores * a / b for a, b in zip([${w[analyze1]}], [${w[analyze1x$cores]}]))
 e = sorted(p / ($cores * n) for n, p in zip([${w[analyzeN]}], [${w[analyze1x$cores]}]))
-print('%-12s %-22s $cores one-thread runs at once: %.2fx the throughput of one (per round: %.2f-%.2f), the ceiling of $cores cores here; the $cores-thread run reaches %.0f %% of it (per round: %.0f-%.0f %%)' % ('$cap', 'lnetcap analyze', statistics.median(c), c[len(c) // 4], c[3 * len(c) // 4], 100 * statistics.median(e), 100 * e[len(e) // 4], 100 * e[3 * len(e) // 4]))"
+print('%-12s %-22s $cores one-thread runs at once: %.2fx the throughput of one (per round: %.2f-%.2f), the ceiling of $cores cores here; the $cores-thread run reaches %.0f %% of it (per round: %.0f-%.0f %%)' % ('$cap', 'lnetcap analyze', statistics.median(c), q(c, 0.25), q(c, 0.75), 100 * statistics.median(e), 100 * q(e, 0.25), 100 * q(e, 0.75)))"
 done
