@@ -392,7 +392,7 @@ impl Rpcs {
                 LnetEvent::Framing { conn, .. } => *conn,
             };
             let loops = || pipe.tcp_perf(id).and_then(lnetcap_rpc::tcp::capture_point_from_loops);
-            self.on_event(name, ev, pipe.connection(id), loops, sink)?;
+            self.on_event(name, &ev, pipe.connection(id), loops, sink)?;
         }
         self.emit(name, sink)
     }
@@ -404,7 +404,7 @@ impl Rpcs {
     pub(crate) fn on_event(
         &mut self,
         name: &str,
-        ev: LnetEvent,
+        ev: &LnetEvent,
         conn: Option<&Connection>,
         loops: impl FnOnce() -> Option<lnetcap_tcp::CapturePoint>,
         sink: &mut dyn Sink,
@@ -412,7 +412,7 @@ impl Rpcs {
         match ev {
             LnetEvent::Message(m) => {
                 if sink.wants_messages() {
-                    sink.message(name, &m, conn)?;
+                    sink.message(name, m, conn)?;
                 }
                 let Some(conn) = conn else { return Ok(()) };
                 self.span = Some(match self.span {
@@ -426,7 +426,7 @@ impl Rpcs {
                         self.tracker.note_capture_point(m.conn.0, cp);
                     }
                 }
-                self.tracker.on_message(&m, conn, &mut self.done);
+                self.tracker.on_message(m, conn, &mut self.done);
             }
             LnetEvent::Framing { conn, dir, stamp, event } => {
                 let lost = matches!(event, FramingEvent::Desync { .. });

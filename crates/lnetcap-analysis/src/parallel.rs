@@ -14,7 +14,10 @@
 //! sink as the single-threaded loop does. At the end its pipeline absorbs the workers'
 //! tables and decoders. Channels are crossbeam's, bounded: at most [`DEPTH`] sets of
 //! batches are in flight, each holding at most [`BATCH_BYTES`] of copied records and
-//! about [`SET_HELD_BYTES`] of the reader's input blocks, so memory stays bounded.
+//! about [`SET_HELD_BYTES`] of the reader's input blocks, so memory stays bounded. The
+//! events the merge consumed go back to their worker with its next batch and are dropped
+//! there: freed by the thread that allocated them, they take no lock of another thread's
+//! malloc arena (a message freed by the merging thread made the worker's allocations wait).
 //!
 //! What differs: each worker's flow table follows its share of `MAX_OPEN_CONNECTIONS`
 //! (memory stays that of one table), so a capture with more live connections than the
@@ -77,6 +80,9 @@ struct Batch {
     blocks: Vec<SharedBlock>,
     items: Vec<Item>,
     finish: Option<Stamp>,
+    /// The worker's events of earlier batches, merged: the worker, which allocated
+    /// them, drops them (see the module's comment).
+    spent: Vec<LnetEvent>,
 }
 
 impl Batch {
@@ -139,6 +145,9 @@ const PHASE_PACKET: u8 = 2;
 /// decodable), as the single loop gives them after the packet.
 const PHASE_NOTICE: u8 = 3;
 
+// Nearly every output is an event: its connection is carried inline (128 bytes) rather
+// than boxed, which cost an allocation per message freed by the merging thread.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Out {
     /// The worker's next connection id was opened.
@@ -147,8 +156,8 @@ enum Out {
     Folded(u32),
     /// A packet the worker found not decodable: the notice.
     Notice(String),
-    /// An event, with what the RPC tracker asks of its connection at that point.
-    Event { ev: LnetEvent, conn: Option<Box<Connection>>, cp: Option<CapturePoint> },
+    /// An event, with what the RPC tracker asks of its connection at that point (a copy).
+    Event { ev: LnetEvent, conn: Option<Connection>, cp: Option<CapturePoint> },
 }
 
 type Outs = Vec<(Key, Out)>;
@@ -168,6 +177,7 @@ impl Worker {
     fn run(mut self, rx: Receiver<Batch>, tx: Sender<Done>) -> Pipeline {
         let mut evs = Vec::new();
         for mut batch in rx {
+            batch.spent.clear();
             let mut out = Vec::new();
             // A sweep's events wait for the packet that triggered it, when it is this
             // worker's: the single loop hands them over after the whole packet.
@@ -262,7 +272,7 @@ impl Worker {
                     cp = self.pipe.tcp_perf(id).and_then(lnetcap_rpc::tcp::capture_point_from_loops);
                     self.cp_given[i] = cp.is_some();
                 }
-                c = Some(Box::new(conn.clone()));
+                c = Some(conn.clone());
             }
             out.push((k, Out::Event { ev, conn: c, cp }));
         }
@@ -277,6 +287,8 @@ struct Merge<'a> {
     sink: &'a mut dyn Sink,
     /// Per worker, its connection ids → the run's.
     ids: Vec<Vec<u32>>,
+    /// Per worker, its events merged since its last batch (see [`Batch::spent`]).
+    spent: Vec<Vec<LnetEvent>>,
     /// Series intervals the reader reached, from the frame on.
     coarsen: VecDeque<(u64, i64)>,
     folded: Vec<u32>,
@@ -342,7 +354,8 @@ impl Merge<'_> {
                     if let Some(c) = conn.as_mut() {
                         c.id = ConnId(ids[c.id.0 as usize]);
                     }
-                    self.state.on_event(self.name, ev, conn.as_deref(), || cp, self.sink)?;
+                    self.state.on_event(self.name, &ev, conn.as_ref(), || cp, self.sink)?;
+                    self.spent[w].push(ev);
                 }
             }
         }
@@ -381,6 +394,7 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
             state,
             sink,
             ids: vec![Vec::new(); workers],
+            spent: (0..workers).map(|_| Vec::new()).collect(),
             coarsen: VecDeque::new(),
             folded: Vec::new(),
             spare: Vec::new(),
@@ -424,7 +438,8 @@ fn read_into<S: PacketSource + ?Sized>(
     let mut notes = Notes::default();
     let send = |batches: &mut Vec<Batch>, merge: &mut Merge<'_>, notes: &mut Notes| -> anyhow::Result<()> {
         merge.notes.push_back(std::mem::take(&mut notes.list));
-        for (tx, b) in txs.iter().zip(batches.iter_mut()) {
+        for ((tx, b), spent) in txs.iter().zip(batches.iter_mut()).zip(merge.spent.iter_mut()) {
+            std::mem::swap(&mut b.spent, spent);
             let next = merge.spare.pop().unwrap_or_default();
             tx.send(std::mem::replace(b, next))
                 .map_err(|_| anyhow::anyhow!("{name}: a worker of the parallel run stopped"))?;
