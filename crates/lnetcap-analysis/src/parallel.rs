@@ -12,9 +12,10 @@
 //! workers' outputs of each batch by that key, numbers connections in the order of
 //! their first packets as the single flow table does, and feeds the RPC tracker and the
 //! sink as the single-threaded loop does. At the end its pipeline absorbs the workers'
-//! tables and decoders. Channels are crossbeam's, bounded: at most [`DEPTH`] sets of
-//! batches are in flight, each holding at most [`BATCH_BYTES`] of copied records and
-//! about [`SET_HELD_BYTES`] of the reader's input blocks, so memory stays bounded. The
+//! tables and decoders. Channels are crossbeam's, bounded: each set of batches holds at
+//! most [`BATCH_BYTES`] of copied records and about [`SET_HELD_BYTES`] of the reader's
+//! input blocks, and the sets in flight are at most [`DEPTH`] and [`IN_FLIGHT_BYTES`] of
+//! records and estimated outputs ([`InFlight`]), so memory stays bounded. The
 //! events the merge consumed go back to their worker with its next batch and are dropped
 //! there: freed by the thread that allocated them, they take no lock of another thread's
 //! malloc arena (a message freed by the merging thread made the worker's allocations wait).
@@ -29,7 +30,7 @@ use std::collections::VecDeque;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use lnetcap_capture::{Packet, SharedBlock};
 use lnetcap_lnet::pipeline::Pipeline;
-use lnetcap_lnet::LnetEvent;
+use lnetcap_lnet::{LnetEvent, Message};
 use lnetcap_tcp::{CapturePoint, ConnId, Connection, Stamp};
 
 use crate::analysis::{Rpcs, Sink};
@@ -46,8 +47,15 @@ pub const BATCH_BYTES: usize = 512 << 10;
 /// `lnetcap_capture::limits::MAX_SHARED_BLOCK_BYTES`, so a set holds at most this plus
 /// one block).
 pub const SET_HELD_BYTES: usize = 2 << 20;
-/// Batches read ahead of the merge.
-pub const DEPTH: usize = 4;
+/// Sets of batches read ahead of the merge at most.
+pub const DEPTH: usize = 16;
+/// What the sets in flight may hold, bytes: their records (copied, or the input blocks
+/// they point into, counted as for [`BATCH_BYTES`] and [`SET_HELD_BYTES`]) and the
+/// outputs the workers make of them, estimated at the rate per frame of the set merged
+/// last (a message and its connection's copy per frame on a flood of small messages,
+/// far fewer on bulk traffic). Past it the reader merges the oldest set before it reads
+/// on.
+pub const IN_FLIGHT_BYTES: usize = 16 << 20;
 
 #[derive(Debug, Clone, Copy)]
 enum Item {
@@ -314,7 +322,9 @@ impl Notes {
 }
 
 impl Merge<'_> {
-    fn batch(&mut self, rxs: &[Receiver<Done>]) -> anyhow::Result<()> {
+    /// Merges the oldest set of batches in flight; returns the bytes its outputs held
+    /// (the messages with them).
+    fn batch(&mut self, rxs: &[Receiver<Done>]) -> anyhow::Result<usize> {
         let mut all: Vec<(Key, usize, Out)> = Vec::new();
         all.extend(self.notes.pop_front().unwrap_or_default().into_iter().map(|(k, o)| (k, 0, o)));
         for (w, rx) in rxs.iter().enumerate() {
@@ -323,6 +333,8 @@ impl Merge<'_> {
             all.extend(outs.into_iter().map(|(k, o)| (k, w, o)));
             self.spare.push(spare);
         }
+        let messages = all.iter().filter(|(_, _, o)| matches!(o, Out::Event { ev: LnetEvent::Message(_), .. })).count();
+        let held = all.len() * size_of::<(Key, Out)>() + messages * size_of::<Message>();
         // Stable: a packet's outputs (and a connection's) come from one worker, in order.
         all.sort_by_key(|(k, _, _)| *k);
         let mut frame = None;
@@ -359,7 +371,8 @@ impl Merge<'_> {
                 }
             }
         }
-        self.state.emit(self.name, self.sink)
+        self.state.emit(self.name, self.sink)?;
+        Ok(held)
     }
 }
 
@@ -419,7 +432,47 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
     })
 }
 
-/// The reading loop: packets to batches, batches to the workers, merged `DEPTH` behind.
+/// The sets of batches in flight, and whether the reader must merge the oldest before it
+/// reads on: [`DEPTH`] sets, or [`IN_FLIGHT_BYTES`] of records and estimated outputs.
+struct InFlight {
+    /// Oldest first: (bytes of records, frames).
+    sets: VecDeque<(usize, usize)>,
+    /// Output bytes per frame of the set merged last (the estimate for the others).
+    out_per_frame: usize,
+}
+
+impl InFlight {
+    /// Before any set was merged, outputs are estimated at `out_per_frame` a frame.
+    fn new(out_per_frame: usize) -> Self {
+        Self { sets: VecDeque::new(), out_per_frame }
+    }
+
+    /// A set of `bytes` of records over `frames` frames was sent to the workers.
+    fn sent(&mut self, bytes: usize, frames: usize) {
+        self.sets.push_back((bytes, frames));
+    }
+
+    fn len(&self) -> usize {
+        self.sets.len()
+    }
+
+    /// The oldest set must be merged before another is read.
+    fn full(&self) -> bool {
+        let held = self.sets.iter().map(|&(b, frames)| b.saturating_add(frames.saturating_mul(self.out_per_frame)));
+        !self.sets.is_empty()
+            && (self.sets.len() >= DEPTH || held.fold(0usize, usize::saturating_add) > IN_FLIGHT_BYTES)
+    }
+
+    /// The oldest set was merged; its outputs held `out_bytes`.
+    fn merged(&mut self, out_bytes: usize) {
+        if let Some((_, frames)) = self.sets.pop_front() {
+            self.out_per_frame = out_bytes.div_ceil(frames.max(1));
+        }
+    }
+}
+
+/// The reading loop: packets to batches, batches to the workers, merged behind as
+/// [`InFlight`] says.
 fn read_into<S: PacketSource + ?Sized>(
     name: &str,
     source: &mut S,
@@ -430,7 +483,8 @@ fn read_into<S: PacketSource + ?Sized>(
 ) -> anyhow::Result<bool> {
     let n = txs.len();
     let mut batches: Vec<Batch> = (0..n).map(|_| Batch::default()).collect();
-    let (mut count, mut bytes, mut in_flight, mut seen) = (0usize, 0usize, 0usize, 0u64);
+    let (mut count, mut bytes, mut seen) = (0usize, 0usize, 0u64);
+    let mut sets = InFlight::new(size_of::<(Key, Out)>() + size_of::<Message>());
     // Input blocks the set being read points into: bytes, and the last one counted.
     let (mut held, mut last_block) = (0usize, 0usize);
     let mut interval = pipe.series_interval_ns();
@@ -487,21 +541,19 @@ fn read_into<S: PacketSource + ?Sized>(
         record_warnings(source, pipe, |text| notes.add(f, text));
         if count >= BATCH_PACKETS || bytes >= BATCH_BYTES || held >= SET_HELD_BYTES {
             send(&mut batches, merge, &mut notes)?;
+            sets.sent(bytes + held, count);
             (count, bytes, held, last_block) = (0, 0, 0, 0);
-            in_flight += 1;
-            if in_flight >= DEPTH {
-                merge.batch(rxs)?;
-                in_flight -= 1;
+            while sets.full() {
+                let held = merge.batch(rxs)?;
+                sets.merged(held);
             }
         }
     }
     let last = pipe.last_stamp();
     batches.iter_mut().for_each(|b| b.finish = Some(last));
     send(&mut batches, merge, &mut notes)?;
-    in_flight += 1;
-    while in_flight > 0 {
+    for _ in 0..=sets.len() {
         merge.batch(rxs)?;
-        in_flight -= 1;
     }
     // After every frame's notices, as the single loop ends.
     if let Some(e) = &read_error {
@@ -515,4 +567,44 @@ fn read_into<S: PacketSource + ?Sized>(
         merge.state.coarsen(ns);
     }
     Ok(read_error.is_none())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_in_flight_bounds_sets_and_their_estimated_bytes() {
+        // A flood of small messages: 4,096 frames of 100 bytes, 800 bytes of output a
+        // frame, 3.7 MB a set: four sets fit in 16 MiB, the fifth makes it merge.
+        let mut f = InFlight::new(800);
+        for _ in 0..4 {
+            f.sent(409_600, 4096);
+            assert!(!f.full());
+        }
+        f.sent(409_600, 4096);
+        assert!(f.full());
+        // The oldest set's outputs were small (bulk traffic): the estimate follows, and
+        // the depth, not the bytes, bounds the sets.
+        f.merged(4096 * 10);
+        assert_eq!(f.len(), 4);
+        assert!(!f.full());
+        while f.len() < DEPTH - 1 {
+            f.sent(409_600, 4096);
+            assert!(!f.full(), "{} sets", f.len());
+        }
+        f.sent(409_600, 4096);
+        assert!(f.full());
+        // Records alone over the budget (large blocks): merge.
+        let mut g = InFlight::new(0);
+        g.sent(IN_FLIGHT_BYTES, 10);
+        assert!(!g.full());
+        g.sent(1, 1);
+        assert!(g.full());
+        g.merged(0);
+        assert!(!g.full());
+        // Nothing in flight is never full.
+        g.merged(0);
+        assert!(!g.full());
+    }
 }
