@@ -238,7 +238,7 @@ pub fn regroup_index<V: Copy>(map: &mut BTreeMap<i64, V>, from_ns: i64, to_ns: i
     if from_ns == to_ns {
         return;
     }
-    lnetcap_tcp::perf::regroup_by(map, |i| i.saturating_mul(from_ns).div_euclid(to_ns), merge);
+    lnetcap_tcp::series::regroup_by(map, |i| i.saturating_mul(from_ns).div_euclid(to_ns), merge);
 }
 
 #[cfg(test)]

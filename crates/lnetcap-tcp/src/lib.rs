@@ -27,6 +27,7 @@
 
 pub mod limits;
 pub mod perf;
+pub mod series;
 pub mod stats;
 mod stream;
 mod table;

@@ -20,9 +20,9 @@
 //! its delay in `upstream_delays`); a filler that comes within half the smallest round trip
 //! is reordering (`out_of_order`). Both are excluded from data→ACK samples (Karn).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
-use litemap::LiteMap;
+use crate::series::Series;
 
 use crate::stats::Quantiles;
 use crate::CapturePoint;
@@ -485,7 +485,7 @@ fn on_data(me: &mut DirState, peer: &mut DirState, s: &SegInfo<'_>, series_ns: i
         }
         me.seen.add(seq, end);
         let retrans = repeats || upstream;
-        series_slot(&mut me.perf.tx_series, s.ts, series_ns, TxBucket::default, |b| {
+        me.perf.tx_series.slot(s.ts, series_ns, TxBucket::default, |b| {
             b.bytes += u64::from(s.len);
             b.segments += 1;
             b.retransmits += u32::from(retrans);
@@ -656,67 +656,6 @@ pub(crate) struct SegInfo<'a> {
     pub options: &'a [u8],
 }
 
-/// A time series of one connection direction: interval start (a multiple of the series
-/// interval) → bucket, in time order. A sorted vector (`litemap`, ICU4X's flat map):
-/// samples almost always go to the last bucket or append one, and most connections have
-/// a few buckets, for which a BTreeMap's first node (room for 11) cost ~0.9 KiB a
-/// connection more (massif, 10^5 HELLO connections).
-pub type Series<B> = LiteMap<i64, B>;
-
-/// Gives `f` the bucket of a series for capture time `t`, made with `init` if new.
-/// Samples come in time order, so it is almost always the last bucket: that one is
-/// recognised without a division (a 64-bit division per sample in three series cost more
-/// than the rest of a sample's bookkeeping).
-fn series_slot<B>(series: &mut Series<B>, t: i64, series_ns: i64, init: impl FnOnce() -> B, f: impl FnOnce(&mut B)) {
-    if let Some((&k, b)) = series.iter_mut().next_back() {
-        if k <= t && t.saturating_sub(k) < series_ns {
-            return f(b);
-        }
-    }
-    let k = t.div_euclid(series_ns) * series_ns;
-    match series.get_mut(&k) {
-        Some(b) => f(b),
-        None => {
-            let mut b = init();
-            f(&mut b);
-            series.insert(k, b);
-        }
-    }
-}
-
-/// Re-keys a series at `series_ns`, merging in time order the buckets that fall in one
-/// new interval.
-pub fn regroup<B: Copy>(series: &mut Series<B>, series_ns: i64, merge: impl Fn(B, B) -> B) {
-    let pairs = std::mem::take(series).into_tuple_vec();
-    let merged = regroup_pairs(pairs, |k| k.div_euclid(series_ns) * series_ns, merge);
-    *series = LiteMap::from_sorted_store_unchecked(merged);
-}
-
-/// Re-keys a time-ordered map with `key` (monotonic), merging in order the entries that
-/// get one key: the coarsening of every series (`MAX_SERIES_INTERVALS`), here and in
-/// lnetcap-rpc.
-pub fn regroup_by<B: Copy>(map: &mut BTreeMap<i64, B>, key: impl Fn(i64) -> i64, merge: impl Fn(B, B) -> B) {
-    *map = regroup_pairs(std::mem::take(map), key, merge).into_iter().collect();
-}
-
-/// Time-ordered (key, value) pairs re-keyed with `key` (monotonic), the values of one new
-/// key merged in order; the result is in key order.
-fn regroup_pairs<B: Copy>(
-    pairs: impl IntoIterator<Item = (i64, B)>,
-    key: impl Fn(i64) -> i64,
-    merge: impl Fn(B, B) -> B,
-) -> Vec<(i64, B)> {
-    let mut out: Vec<(i64, B)> = Vec::new();
-    for (k, b) in pairs {
-        let k = key(k);
-        match out.last_mut() {
-            Some((last, acc)) if *last == k => *acc = merge(*acc, b),
-            _ => out.push((k, b)),
-        }
-    }
-    out
-}
-
 /// Both directions of a connection.
 #[derive(Debug)]
 pub(crate) struct ConnPerf {
@@ -755,8 +694,7 @@ impl DirPerf {
             // The middle element (the same as `median`), without a sort or an allocation.
             self.recent_median = (n > 0).then(|| *v[..n].select_nth_unstable(n / 2).1);
         }
-        series_slot(
-            &mut self.loop_series,
+        self.loop_series.slot(
             t,
             series_ns,
             || LoopBucket { min: x, sum: 0, n: 0 },
@@ -978,17 +916,17 @@ impl DirPerf {
     /// Re-buckets the three series at `series_ns`, a multiple of the interval they were
     /// kept at: each new bucket merges the old ones it covers (see `MAX_SERIES_INTERVALS`).
     pub(crate) fn coarsen(&mut self, series_ns: i64) {
-        regroup(&mut self.loop_series, series_ns, |a, b| LoopBucket {
+        self.loop_series.regroup(series_ns, |a, b| LoopBucket {
             min: a.min.min(b.min),
             sum: a.sum + b.sum,
             n: a.n + b.n,
         });
-        regroup(&mut self.tx_series, series_ns, |a, b| TxBucket {
+        self.tx_series.regroup(series_ns, |a, b| TxBucket {
             bytes: a.bytes + b.bytes,
             segments: a.segments + b.segments,
             retransmits: a.retransmits + b.retransmits,
         });
-        regroup(&mut self.flight_series, series_ns, |a, b| FlightBucket {
+        self.flight_series.regroup(series_ns, |a, b| FlightBucket {
             max_flight: a.max_flight.max(b.max_flight),
             cwnd: a.cwnd.max(b.cwnd),
             // The later bucket's last advertised window (the merge goes in time order).
@@ -1003,7 +941,7 @@ impl DirPerf {
     fn add_flight(&mut self, s: &FlightSample, series_ns: i64) {
         let idle = (2 * self.recent_loop().unwrap_or(0)).max(MIN_RTO_NS);
         let c = self.cwnd.add(s, idle);
-        series_slot(&mut self.flight_series, s.t, series_ns, FlightBucket::default, |b| b.add(s, c));
+        self.flight_series.slot(s.t, series_ns, FlightBucket::default, |b| b.add(s, c));
     }
 }
 
@@ -1031,40 +969,6 @@ mod tests {
             longer.extend_from_slice(&noise);
             proptest::prop_assert_eq!(parse_opts(&longer), parse_opts_walk(&longer));
             proptest::prop_assert_eq!(parse_opts(&noise), parse_opts_walk(&noise));
-        }
-
-        /// A series kept by `series_slot` holds what a map from each sample's interval
-        /// start to its samples holds, for samples mostly in time order with some from
-        /// earlier intervals (a frame up to 10 s back), negative times included; and
-        /// `regroup` to a coarser interval gives each coarse interval the samples of the
-        /// fine ones it covers, in order.
-        #[test]
-        fn test_series_is_the_map_of_its_intervals(
-            steps in proptest::collection::vec(-40i64..60, 1..200),
-            start in -500i64..500,
-            factor in 1i64..6,
-        ) {
-            let ns = 7;
-            let mut series: Series<(i64, u32)> = Series::new();
-            let mut model: BTreeMap<i64, (i64, u32)> = BTreeMap::new();
-            let mut t = start;
-            for (i, d) in steps.iter().enumerate() {
-                t += d;
-                let f = |b: &mut (i64, u32)| *b = (b.0 + t, b.1 + i as u32);
-                series_slot(&mut series, t, ns, || (0, 0), f);
-                f(model.entry(t.div_euclid(ns) * ns).or_default());
-            }
-            let got: Vec<_> = series.iter().map(|(k, v)| (*k, *v)).collect();
-            proptest::prop_assert_eq!(&got, &model.clone().into_iter().collect::<Vec<_>>());
-            let merge = |a: (i64, u32), b: (i64, u32)| (a.0 * 3 + b.0, a.1 + b.1);
-            regroup(&mut series, ns * factor, merge);
-            let mut coarse: BTreeMap<i64, (i64, u32)> = BTreeMap::new();
-            for (k, v) in model {
-                let c = k.div_euclid(ns * factor) * ns * factor;
-                coarse.entry(c).and_modify(|a| *a = merge(*a, v)).or_insert(v);
-            }
-            let got: Vec<_> = series.iter().map(|(k, v)| (*k, *v)).collect();
-            proptest::prop_assert_eq!(got, coarse.into_iter().collect::<Vec<_>>());
         }
     }
 
