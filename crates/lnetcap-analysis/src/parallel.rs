@@ -14,8 +14,8 @@
 //! sink as the single-threaded loop does. At the end its pipeline absorbs the workers'
 //! tables and decoders. Channels are crossbeam's, bounded: each set of batches holds at
 //! most [`BATCH_BYTES`] of copied records and about [`SET_HELD_BYTES`] of the reader's
-//! input blocks, and the sets in flight are at most [`DEPTH`] and [`IN_FLIGHT_BYTES`] of
-//! records and estimated outputs ([`InFlight`]), so memory stays bounded. The
+//! input blocks, and the sets in flight are at most [`DEPTH`] and about
+//! [`IN_FLIGHT_BYTES`] of records and estimated outputs ([`InFlight`]). The
 //! events the merge consumed go back to their worker with its next batch and are dropped
 //! there: freed by the thread that allocated them, they take no lock of another thread's
 //! malloc arena (a message freed by the merging thread made the worker's allocations wait).
@@ -51,11 +51,12 @@ pub const SET_HELD_BYTES: usize = 2 << 20;
 pub const DEPTH: usize = 16;
 /// What the sets in flight may hold, bytes: their records (copied, or the input blocks
 /// they point into, counted as for [`BATCH_BYTES`] and [`SET_HELD_BYTES`]) and the
-/// outputs the workers make of them, estimated at the rate per frame of the set merged
-/// last (a message and its connection's copy per frame on a flood of small messages,
-/// far fewer on bulk traffic). Past it the reader merges the oldest set before it reads
-/// on.
-pub const IN_FLIGHT_BYTES: usize = 16 << 20;
+/// outputs the workers make of them, estimated per frame from the sets merged before (a
+/// message and its connection's copy per frame on a flood of small messages, far fewer
+/// on bulk traffic; an estimate, which a sudden change of traffic passes for a set or
+/// two). Past it the reader merges the oldest set before it reads on. 16 MiB read ahead
+/// a little faster but brought the adversarial floods within 7 MiB of their bound.
+pub const IN_FLIGHT_BYTES: usize = 8 << 20;
 
 #[derive(Debug, Clone, Copy)]
 enum Item {
@@ -437,7 +438,7 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
 struct InFlight {
     /// Oldest first: (bytes of records, frames).
     sets: VecDeque<(usize, usize)>,
-    /// Output bytes per frame of the set merged last (the estimate for the others).
+    /// Output bytes per frame, from the sets merged so far (see [`InFlight::merged`]).
     out_per_frame: usize,
 }
 
@@ -463,10 +464,13 @@ impl InFlight {
             && (self.sets.len() >= DEPTH || held.fold(0usize, usize::saturating_add) > IN_FLIGHT_BYTES)
     }
 
-    /// The oldest set was merged; its outputs held `out_bytes`.
+    /// The oldest set was merged; its outputs held `out_bytes`. The estimate follows a
+    /// rising rate at once and a falling one by halves, so that a set without outputs
+    /// (other traffic, pure ACKs) between sets of small messages does not let the next
+    /// sets in as if they had none.
     fn merged(&mut self, out_bytes: usize) {
         if let Some((_, frames)) = self.sets.pop_front() {
-            self.out_per_frame = out_bytes.div_ceil(frames.max(1));
+            self.out_per_frame = out_bytes.div_ceil(frames.max(1)).max(self.out_per_frame / 2);
         }
     }
 }
@@ -544,8 +548,8 @@ fn read_into<S: PacketSource + ?Sized>(
             sets.sent(bytes + held, count);
             (count, bytes, held, last_block) = (0, 0, 0, 0);
             while sets.full() {
-                let held = merge.batch(rxs)?;
-                sets.merged(held);
+                let out_bytes = merge.batch(rxs)?;
+                sets.merged(out_bytes);
             }
         }
     }
@@ -576,18 +580,25 @@ mod tests {
     #[test]
     fn test_in_flight_bounds_sets_and_their_estimated_bytes() {
         // A flood of small messages: 4,096 frames of 100 bytes, 800 bytes of output a
-        // frame, 3.7 MB a set: four sets fit in 16 MiB, the fifth makes it merge.
+        // frame, 3.7 MB a set: two sets fit in 8 MiB, the third makes it merge.
         let mut f = InFlight::new(800);
-        for _ in 0..4 {
+        for _ in 0..2 {
             f.sent(409_600, 4096);
             assert!(!f.full());
         }
         f.sent(409_600, 4096);
         assert!(f.full());
-        // The oldest set's outputs were small (bulk traffic): the estimate follows, and
-        // the depth, not the bytes, bounds the sets.
-        f.merged(4096 * 10);
-        assert_eq!(f.len(), 4);
+        // The oldest set had no outputs (other traffic): the estimate halves, no more.
+        f.merged(0);
+        assert_eq!(f.out_per_frame, 400);
+        // Then small ones (bulk traffic): it keeps halving, and the depth, not the bytes,
+        // bounds the sets.
+        for _ in 0..6 {
+            f.sent(409_600, 4096);
+            f.merged(4096 * 10);
+        }
+        assert_eq!(f.out_per_frame, 10);
+        assert_eq!(f.len(), 2);
         assert!(!f.full());
         while f.len() < DEPTH - 1 {
             f.sent(409_600, 4096);
@@ -601,9 +612,6 @@ mod tests {
         assert!(!g.full());
         g.sent(1, 1);
         assert!(g.full());
-        g.merged(0);
-        assert!(!g.full());
-        // Nothing in flight is never full.
         g.merged(0);
         assert!(!g.full());
     }
