@@ -334,8 +334,7 @@ impl Merge<'_> {
             all.extend(outs.into_iter().map(|(k, o)| (k, w, o)));
             self.spare.push(spare);
         }
-        let messages = all.iter().filter(|(_, _, o)| matches!(o, Out::Event { ev: LnetEvent::Message(_), .. })).count();
-        let held = all.len() * size_of::<(Key, Out)>() + messages * size_of::<Message>();
+        let mut held = all.len() * size_of::<(Key, Out)>();
         // Stable: a packet's outputs (and a connection's) come from one worker, in order.
         all.sort_by_key(|(k, _, _)| *k);
         let mut frame = None;
@@ -359,6 +358,9 @@ impl Merge<'_> {
                     self.state.forget_folded(&self.folded);
                 }
                 Out::Event { mut ev, mut conn, cp } => {
+                    if matches!(ev, LnetEvent::Message(_)) {
+                        held += size_of::<Message>();
+                    }
                     let ids = &self.ids[w];
                     match &mut ev {
                         LnetEvent::Message(m) => m.conn = ConnId(ids[m.conn.0 as usize]),

@@ -23,7 +23,6 @@
 use std::collections::VecDeque;
 
 use crate::series::Series;
-
 use crate::stats::Quantiles;
 use crate::CapturePoint;
 

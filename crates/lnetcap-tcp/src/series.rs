@@ -130,7 +130,10 @@ impl<B> Series<B> {
         let key = |k: i64| k.div_euclid(series_ns) * series_ns;
         *self = match std::mem::take(self) {
             Series::Flat(v) => Series::Flat(regroup_pairs(v, key, merge)),
-            Series::Tree(m) => Series::Tree(regroup_pairs(m, key, merge).into_iter().collect()),
+            Series::Tree(mut m) => {
+                regroup_by(&mut m, key, merge);
+                Series::Tree(m)
+            }
         };
     }
 }
