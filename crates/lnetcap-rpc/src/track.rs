@@ -21,7 +21,7 @@ use lnetcap_lnet::nid::Nid;
 use lnetcap_lnet::record::Hex;
 use lnetcap_lnet::wire::consts::{KSOCK_NOOP, PING_MATCHBITS};
 use lnetcap_lnet::wire::{KsockHdr, LnetDetail, LnetHdr, Wmd};
-use lnetcap_tcp::{CapturePoint, Connection, Dir};
+use lnetcap_tcp::{CapturePoint, Connection, Dir, Endpoint};
 
 use crate::limits::{
     EMIT_DELAY_NS, MAX_ACK_HANDLES, MAX_BULK_MDS, MAX_GET_HANDLES, MAX_OPEN_RPCS, MAX_PEERS, MAX_ZC_PENDING,
@@ -172,7 +172,9 @@ pub(crate) const OVERFLOW_PEER: (Nid, Nid) = {
 
 #[derive(Default, Clone)]
 struct ConnTrack {
-    tcp: String,
+    /// Active end, passive end: formatted for the report only (a connection flood opens
+    /// one ConnTrack a connection, on the merging thread of a parallel run).
+    tcp: Option<[Endpoint; 2]>,
     active_is_client: Option<bool>,
     nid: [Option<Nid>; 2],
     hello_type: [Option<u32>; 2],
@@ -595,7 +597,7 @@ impl Tracker {
         let ct = self
             .conns
             .entry(conn.id.0)
-            .or_insert_with(|| ConnTrack { tcp: conn.tuple(Dir::FromActive), ..ConnTrack::default() });
+            .or_insert_with(|| ConnTrack { tcp: Some(conn.endpoints), ..ConnTrack::default() });
         match &m.body {
             Body::Hello(h) => {
                 ct.nid[d] = Some(h.src_nid);

@@ -1,6 +1,6 @@
 //! The flow table: 4-tuple → connection, with the two half-streams of each.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 
@@ -311,6 +311,15 @@ pub struct FlowTable {
     live: usize,
     /// Most live connections before the idlest are retired.
     max_open: usize,
+    /// Ids of the live connections, and of some retired since `choose_idle` last pruned
+    /// it (at most the candidates it chose): bounded by `max_open` and one eighth more.
+    live_ids: Vec<u32>,
+    /// The idlest live connections when they were last chosen, least recent first, as
+    /// (frame of their latest packet then, id): retired one by one as new connections
+    /// need room (see [`FlowTable::make_room`]); at most an eighth of `max_open`.
+    retire_next: VecDeque<(u64, u32)>,
+    /// The box of the connection retired last, for the next connection to open in.
+    spare: Option<Box<Slot>>,
     retirements: Retirements,
     acceptor_ports: Vec<u16>,
     last_key: Option<(ConnKey, u32)>,
@@ -342,6 +351,9 @@ impl FlowTable {
             slots: Vec::new(),
             live: 0,
             max_open: MAX_OPEN_CONNECTIONS,
+            live_ids: Vec::new(),
+            retire_next: VecDeque::new(),
+            spare: None,
             retirements: Retirements::default(),
             acceptor_ports: acceptor_ports.to_vec(),
             last_key: None,
@@ -501,42 +513,70 @@ impl FlowTable {
         };
         let verdict = sink.on_open(&info);
         self.live += 1;
-        self.slots.push(Entry::Live(Box::new(Slot {
+        let slot = Slot {
             info,
             halves: [StreamHalf::default(), StreamHalf::default()],
             perf: ConnPerf::new(self.series_ns),
             ignored: verdict == Verdict::Ignore,
             closed: [false; 2],
             waiting: false,
-        })));
+        };
+        let boxed = match self.spare.take() {
+            Some(mut b) => {
+                *b = slot;
+                b
+            }
+            None => Box::new(slot),
+        };
+        self.slots.push(Entry::Live(boxed));
+        self.live_ids.push(id);
         id
     }
 
-    /// Past [`FlowTable::with_max_open`] live connections, retires the idlest eighth of
-    /// them (least recent packet first): their streams are flushed as at the end of the
-    /// capture, the sink decides whether each is folded, and their tuples are forgotten (a
-    /// later packet opens a new connection, as a capture that starts mid-stream would).
+    /// At [`FlowTable::with_max_open`] live connections, retires one to make room: the
+    /// idlest of the candidates [`FlowTable::choose_idle`] chose last (the idlest eighth
+    /// of the live connections, least recent packet first), skipping those that carried a
+    /// packet since; a retired connection's streams are flushed as at the end of the
+    /// capture, the sink decides whether it is folded, and its tuple is forgotten (a later
+    /// packet opens a new connection, as a capture that starts mid-stream would). One
+    /// connection retired per connection opened, not an eighth at once: what the retired
+    /// one frees, the new one takes. Thousands of frees then thousands of allocations
+    /// overflowed the allocator's per-thread caches and, in a parallel run's workers, took
+    /// its arena lock each time.
     fn make_room(&mut self, now: Stamp, sink: &mut impl StreamSink) {
-        if self.live < self.max_open {
-            return;
+        while self.live >= self.max_open {
+            let Some((seen, i)) = self.retire_next.pop_front() else {
+                self.choose_idle();
+                continue;
+            };
+            if matches!(&self.slots[i as usize], Entry::Live(s) if s.info.last.frame == seen) {
+                self.retire(i, now, sink);
+                self.last_key = None;
+            }
         }
-        let mut idle: Vec<(i64, u32)> = self
-            .slots
+    }
+
+    /// Chooses the next connections to retire: the idlest eighth of the live ones, least
+    /// recent packet first (ties by id). Drops the retired from `live_ids` on the way.
+    fn choose_idle(&mut self) {
+        let slots = &self.slots;
+        self.live_ids.retain(|&i| matches!(slots[i as usize], Entry::Live(_)));
+        let mut idle: Vec<(i64, u32, u64)> = self
+            .live_ids
             .iter()
-            .enumerate()
-            .filter_map(|(i, e)| match e {
-                Entry::Live(s) => Some((s.info.last.ts_ns, i as u32)),
+            .filter_map(|&i| match &slots[i as usize] {
+                Entry::Live(s) => Some((s.info.last.ts_ns, i, s.info.last.frame)),
                 _ => None,
             })
             .collect();
         let n = (self.max_open / 8).max(1).min(idle.len());
+        if n == 0 {
+            return;
+        }
         idle.select_nth_unstable(n - 1);
         idle.truncate(n);
         idle.sort_unstable();
-        for (_, i) in idle {
-            self.retire(i, now, sink);
-        }
-        self.last_key = None;
+        self.retire_next.extend(idle.into_iter().map(|(_, i, seen)| (seen, i)));
     }
 
     fn retire(&mut self, i: u32, now: Stamp, sink: &mut impl StreamSink) {
@@ -553,16 +593,15 @@ impl FlowTable {
         }
         if sink.on_retire(&slot.info) {
             self.retirements.folded += 1;
-            return;
+        } else {
+            let [d0, d1] = &mut slot.perf.dirs;
+            self.slots[i as usize] = Entry::Retired(Box::new(Retired {
+                info: slot.info.clone(),
+                stats: [std::mem::take(&mut slot.halves[0].stats), std::mem::take(&mut slot.halves[1].stats)],
+                perf: self.perf_on.then(|| Box::new([std::mem::take(&mut d0.perf), std::mem::take(&mut d1.perf)])),
+            }));
         }
-        let Slot { info, halves, perf, .. } = *slot;
-        let [h0, h1] = halves;
-        let [d0, d1] = perf.dirs;
-        self.slots[i as usize] = Entry::Retired(Box::new(Retired {
-            info,
-            stats: [h0.stats, h1.stats],
-            perf: self.perf_on.then(|| Box::new([d0.perf, d1.perf])),
-        }));
+        self.spare = Some(slot);
     }
 
     fn lookup(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> u32 {
@@ -761,9 +800,12 @@ impl FlowTable {
         out.map.clear();
         out.waiting.clear();
         out.last_key = None;
+        out.live_ids.clear();
+        out.retire_next.clear();
         for (i, e) in out.slots.iter().enumerate() {
             if let Entry::Live(s) = e {
                 out.map.insert(ConnKey::of(s.info.endpoints[0], s.info.endpoints[1]), i as u32);
+                out.live_ids.push(i as u32);
             }
         }
         out

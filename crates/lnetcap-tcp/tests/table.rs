@@ -80,3 +80,42 @@ fn a_hole_of_a_silent_connection_expires_with_capture_time() {
     );
     assert!(!t.half(ConnId(0), Dir::FromActive).unwrap().has_pending());
 }
+
+/// Past `with_max_open` live connections the table retires one per connection it opens:
+/// the least recently active of the candidates it chose (the idlest eighth), skipping a
+/// candidate that carried a packet after it was chosen.
+#[test]
+fn a_full_table_retires_the_idlest_one_at_a_time() {
+    let mut t = FlowTable::new(&[988]).with_max_open(16);
+    let mut sink = Rec::default();
+    let server = (1u8, 988u16);
+    let client = |i: u16| (2u8, 2000 + i);
+    let mut frame = 0;
+    let mut send = |t: &mut FlowTable, sink: &mut Rec, i: u16| {
+        frame += 1;
+        t.process(&seg(client(i), server, 1, 0, TcpFlags::SYN, &[]), at(frame, frame as i64 * 1000), sink);
+    };
+    for i in 0..16 {
+        send(&mut t, &mut sink, i);
+    }
+    assert_eq!((t.live(), t.retirements().retired), (16, 0));
+    // Connection 0 speaks again: 1 and 2 are now the idlest.
+    send(&mut t, &mut sink, 0);
+    // The 17th connection: the candidates are the idlest eighth (1, 2); 1 goes.
+    send(&mut t, &mut sink, 16);
+    assert_eq!((t.live(), t.retirements().retired), (16, 1));
+    let live = |t: &FlowTable, id: u32| t.half(ConnId(id), Dir::FromActive).is_some();
+    assert!(live(&t, 0) && !live(&t, 1) && live(&t, 2));
+    // 2, the candidate left, speaks before the next connection opens: it is passed over
+    // and the next choice (3, 4) gives 3.
+    send(&mut t, &mut sink, 2);
+    send(&mut t, &mut sink, 17);
+    assert_eq!((t.live(), t.retirements().retired), (16, 2));
+    assert!(live(&t, 2) && !live(&t, 3) && live(&t, 4));
+    // Then 4, still a candidate, without choosing again.
+    send(&mut t, &mut sink, 18);
+    assert_eq!((t.live(), t.retirements().retired), (16, 3));
+    assert!(!live(&t, 4) && live(&t, 5));
+    // A retired connection's record is kept (the sink did not fold it).
+    assert!(t.connection(ConnId(1)).is_some());
+}

@@ -62,7 +62,7 @@ impl Tracker {
                 let active_is_client = c.active_is_client.unwrap_or(c.nid[0] == Some(p.client));
                 ConnReport {
                     id: *id,
-                    tcp: c.tcp.clone(),
+                    tcp: c.tcp.map(|[a, b]| format!("{a}->{b}")).unwrap_or_default(),
                     conn_type: conn_type::name(t),
                     type_inferred: inferred,
                     active_is_client,
