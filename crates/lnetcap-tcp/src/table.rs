@@ -487,6 +487,7 @@ impl FlowTable {
         })
     }
 
+    #[inline(never)]
     fn new_slot(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> u32 {
         let src = Endpoint { ip: seg.ip.src, port: seg.src_port };
         let dst = Endpoint { ip: seg.ip.dst, port: seg.dst_port };
@@ -544,6 +545,16 @@ impl FlowTable {
     /// overflowed the allocator's per-thread caches and, in a parallel run's workers, took
     /// its arena lock each time.
     fn make_room(&mut self, now: Stamp, sink: &mut impl StreamSink) {
+        if self.live >= self.max_open {
+            self.retire_idlest(now, sink);
+        }
+    }
+
+    /// [`FlowTable::make_room`] at the limit: out of line, so that the per-segment path
+    /// that calls it stays small enough for the stream code to be inlined into it.
+    #[cold]
+    #[inline(never)]
+    fn retire_idlest(&mut self, now: Stamp, sink: &mut impl StreamSink) {
         while self.live >= self.max_open {
             let Some((seen, i)) = self.retire_next.pop_front() else {
                 self.choose_idle();
