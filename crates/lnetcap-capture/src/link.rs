@@ -147,6 +147,22 @@ fn short(layer: &'static str, offset: usize, need: usize, got: usize) -> NotTcp 
 }
 
 /// Finds the network layer: returns (offset of the IP header, ethertype).
+/// [`link_to_ip`] with the usual frame first: Ethernet without a VLAN tag, read inline
+/// (every packet comes through here, most of them this shape).
+#[inline(always)]
+fn link_to_ip_usual(linktype: u32, data: &[u8]) -> Result<(usize, u16), NotTcp> {
+    if linktype == linktype::ETHERNET {
+        if let Some(&[a, b]) = data.get(12..14) {
+            let et = u16::from_be_bytes([a, b]);
+            if !matches!(et, 0x8100 | 0x88a8 | 0x9100) {
+                return Ok((14, et));
+            }
+        }
+    }
+    link_to_ip(linktype, data)
+}
+
+#[inline(never)]
 fn link_to_ip(linktype: u32, data: &[u8]) -> Result<(usize, u16), NotTcp> {
     match linktype {
         linktype::ETHERNET => {
@@ -204,7 +220,7 @@ fn link_to_ip(linktype: u32, data: &[u8]) -> Result<(usize, u16), NotTcp> {
 /// what it gives for a packet `decode_packet` rejects means nothing.
 #[inline]
 pub fn tcp_tuple(linktype: u32, data: &[u8]) -> Option<TupleWords> {
-    let (ip_off, _) = link_to_ip(linktype, data).ok()?;
+    let (ip_off, _) = link_to_ip_usual(linktype, data).ok()?;
     let ip = data.get(ip_off..)?;
     let (src, dst, tcp_off) = match ip.first()? >> 4 {
         // TCP right after the IPv4 header (an AH header, which decode_packet skips,
@@ -323,7 +339,7 @@ fn ip_layer(et: u16, ip_off: usize, ip_bytes: &[u8]) -> Result<IpLayer<'_>, NotT
 /// `origlen` is the record's original length; it gives the payload length when the IP
 /// length field is 0 (TSO / BIG TCP captures on the sending host).
 pub fn decode_packet(linktype: u32, data: &[u8], origlen: u32) -> Decoded<'_> {
-    let (ip_off, et) = link_to_ip(linktype, data)?;
+    let (ip_off, et) = link_to_ip_usual(linktype, data)?;
     if et != ETH_IPV4 && et != ETH_IPV6 {
         return Err(NotTcp::NotIp { ethertype: et });
     }
@@ -474,6 +490,22 @@ mod tests {
                     (pl2.as_ptr() as usize - b.as_ptr() as usize, pl2.len())
                 );
             }
+        }
+
+        /// The inline Ethernet path answers what the general one answers, for any bytes
+        /// and link type.
+        #[test]
+        fn usual_link_path_is_the_general_one(
+            data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+            lt in proptest::sample::select(vec![linktype::ETHERNET, linktype::LINUX_SLL, linktype::RAW, 7u32]),
+            tag in proptest::sample::select(vec![0x0800u16, 0x86dd, 0x8100, 0x88a8, 0x9100, 0x0806]),
+        ) {
+            let mut data = data;
+            if data.len() >= 14 {
+                data[12..14].copy_from_slice(&tag.to_be_bytes());
+            }
+            let show = |r: Result<(usize, u16), NotTcp>| format!("{r:?}");
+            proptest::prop_assert_eq!(show(link_to_ip_usual(lt, &data)), show(link_to_ip(lt, &data)));
         }
 
         /// The routing tuple is the decoded segment's addresses (as `u128::from` gives
