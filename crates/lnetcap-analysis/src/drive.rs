@@ -150,9 +150,23 @@ pub(crate) fn packet_notices(
     packet_warnings(pkt, why, pipe, |text| obs.notice(name, Notice::Warning(text)));
 }
 
-/// [`packet_notices`], each warning's text to `note`.
-#[inline]
+/// [`packet_notices`], each warning's text to `note`. The usual packet has none: that
+/// test is inlined into the per-packet loops, the rest is not.
+#[inline(always)]
 pub(crate) fn packet_warnings(
+    pkt: &lnetcap_capture::Packet<'_>,
+    why: Option<lnetcap_capture::NotTcp>,
+    pipe: &mut Pipeline,
+    note: impl FnMut(String),
+) {
+    if why.is_some() || pipe.clock_stepped() {
+        note_packet_warnings(pkt, why, pipe, note);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn note_packet_warnings(
     pkt: &lnetcap_capture::Packet<'_>,
     why: Option<lnetcap_capture::NotTcp>,
     pipe: &mut Pipeline,
@@ -183,16 +197,18 @@ pub(crate) fn warnings<S: PacketSource + ?Sized>(
     record_warnings(source, pipe, |text| obs.notice(name, Notice::Warning(text)));
 }
 
-/// [`warnings`], each warning's text to `note`.
-#[inline]
-pub(crate) fn record_warnings<S: PacketSource + ?Sized>(
-    source: &mut S,
-    pipe: &mut Pipeline,
-    mut note: impl FnMut(String),
-) {
-    if !source.has_warnings() {
-        return;
+/// [`warnings`], each warning's text to `note`. The test is inlined into the per-packet
+/// loops, the rest is not.
+#[inline(always)]
+pub(crate) fn record_warnings<S: PacketSource + ?Sized>(source: &mut S, pipe: &mut Pipeline, note: impl FnMut(String)) {
+    if source.has_warnings() {
+        note_record_warnings(source, pipe, note);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn note_record_warnings<S: PacketSource + ?Sized>(source: &mut S, pipe: &mut Pipeline, mut note: impl FnMut(String)) {
     for w in source.drain_warnings() {
         if !w.frame_delivered() {
             pipe.count_unreadable_frame();

@@ -343,15 +343,6 @@ impl CaptureReader {
         }
     }
 
-    fn slice_at(&self, start: usize, len: usize) -> &[u8] {
-        let all: &[u8] = match &self.storage {
-            Storage::Owned(v) => v,
-            Storage::Shared(v) => v,
-            Storage::Stream { buf, .. } => buf,
-        };
-        all.get(start..start + len).unwrap_or(&[])
-    }
-
     fn offset(&self) -> u64 {
         self.base + self.pos as u64
     }
@@ -536,6 +527,9 @@ impl CaptureReader {
     }
 
     /// The packet of a record found whole in the window; the reader moves past it.
+    /// Inlined into `next_packet` (every frame comes through here), with one look at the
+    /// storage for both the bytes and the block they can be shared in.
+    #[inline(always)]
     fn take_packet(&mut self, p: PacketStep) -> Packet<'_> {
         let offset = self.offset();
         let start = self.pos + p.data_start;
@@ -545,23 +539,22 @@ impl CaptureReader {
             self.suspect_caplen(offset, p.data_len, p.origlen);
         }
         self.last_ts_ns = p.ts_ns;
+        let (all, shared): (&[u8], Option<&SharedBlock>) = match &self.storage {
+            Storage::Owned(v) => (v, None),
+            Storage::Shared(block) => (block, Some(block)),
+            // Not a buffer grown for a huge record: a small packet after it would hold
+            // all of it.
+            Storage::Stream { buf, share, .. } => (buf, (*share && buf.len() <= MAX_SHARED_BLOCK_BYTES).then_some(buf)),
+        };
         Packet {
             frame: self.frame,
             ts_ns: p.ts_ns,
             linktype: p.linktype,
             origlen: p.origlen,
-            data: self.slice_at(start, p.data_len),
+            data: all.get(start..start + p.data_len).unwrap_or(&[]),
             offset,
             interface: p.interface,
-            shared: match &self.storage {
-                Storage::Shared(block) => Some(Shared { block, start }),
-                // Not a buffer grown for a huge record: a small packet after it would
-                // hold all of it.
-                Storage::Stream { buf, share: true, .. } if buf.len() <= MAX_SHARED_BLOCK_BYTES => {
-                    Some(Shared { block: buf, start })
-                }
-                Storage::Owned(_) | Storage::Stream { .. } => None,
-            },
+            shared: shared.map(|block| Shared { block, start }),
         }
     }
 }
@@ -569,6 +562,8 @@ impl CaptureReader {
 impl CaptureReader {
     /// A record with more bytes captured than its frame had: named once per source (the
     /// first such record, with its frame and offset), counted, and read as captured.
+    #[cold]
+    #[inline(never)]
     fn suspect_caplen(&mut self, offset: u64, caplen: usize, origlen: u32) {
         self.caplen_over_len += 1;
         if self.caplen_over_len > 1 {

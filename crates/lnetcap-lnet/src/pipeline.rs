@@ -572,6 +572,12 @@ impl Pipeline {
         self.clock_step.take()
     }
 
+    /// Whether a clock step waits to be taken ([`Pipeline::take_clock_step`]).
+    #[inline]
+    pub fn clock_stepped(&self) -> bool {
+        self.clock_step.is_some()
+    }
+
     /// Counts a frame the capture reader could not parse (a malformed record).
     pub fn count_unreadable_frame(&mut self) {
         self.frames += 1;
