@@ -558,6 +558,12 @@ impl FlowTable {
         while self.live >= self.max_open {
             let Some((seen, i)) = self.retire_next.pop_front() else {
                 self.choose_idle();
+                if self.retire_next.is_empty() {
+                    // No live connection listed (`live` and `live_ids` disagree): open
+                    // past the limit rather than loop.
+                    debug_assert!(false, "{} live, none listed", self.live);
+                    return;
+                }
                 continue;
             };
             if matches!(&self.slots[i as usize], Entry::Live(s) if s.info.last.frame == seen) {
