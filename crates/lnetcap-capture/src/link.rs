@@ -146,7 +146,6 @@ fn short(layer: &'static str, offset: usize, need: usize, got: usize) -> NotTcp 
     NotTcp::Malformed { layer, offset, reason: format!("needs {need} bytes, record has {got}") }
 }
 
-/// Finds the network layer: returns (offset of the IP header, ethertype).
 /// [`link_to_ip`] with the usual frame first: Ethernet without a VLAN tag, read inline
 /// (every packet comes through here, most of them this shape).
 #[inline(always)]
@@ -162,6 +161,7 @@ fn link_to_ip_usual(linktype: u32, data: &[u8]) -> Result<(usize, u16), NotTcp> 
     link_to_ip(linktype, data)
 }
 
+/// Finds the network layer: returns (offset of the IP header, ethertype).
 #[inline(never)]
 fn link_to_ip(linktype: u32, data: &[u8]) -> Result<(usize, u16), NotTcp> {
     match linktype {

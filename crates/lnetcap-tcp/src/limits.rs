@@ -34,10 +34,10 @@ pub const MAX_HOLE_WAIT_NS: i64 = 4_000_000_000;
 pub const HISTORY_BYTES: usize = 64 * 1024;
 
 /// Connections followed at once. A busy OSS with 5,000 clients has 15,000 (three typed
-/// connections each); past this one connection is retired for each new one, the least
-/// recently active of a list of candidates (the idlest eighth when chosen, passed over if
-/// they speak again before their turn): their streams are flushed
-/// as at the end of the capture (messages in progress end as partial), their record is
+/// connections each). Past this, one connection is retired for each new one: the first of
+/// a list of candidates, the idlest eighth by the time of their latest packet when
+/// chosen, passing over those that carry a packet before their turn. Their streams are
+/// flushed as at the end of the capture (messages in progress end as partial), their record is
 /// kept without buffers, or folded into a count when they only set up (connreq / HELLO);
 /// a later packet on one of their tuples opens a new connection. The report lists the
 /// retirements under `limits`. A followed connection that carried only a handshake costs
