@@ -558,8 +558,10 @@ fn read_into<S: PacketSource + ?Sized>(
     let last = pipe.last_stamp();
     batches.iter_mut().for_each(|b| b.finish = Some(last));
     send(&mut batches, merge, &mut notes)?;
-    for _ in 0..=sets.len() {
-        merge.batch(rxs)?;
+    sets.sent(bytes + held, count);
+    while sets.len() > 0 {
+        let out_bytes = merge.batch(rxs)?;
+        sets.merged(out_bytes);
     }
     // After every frame's notices, as the single loop ends.
     if let Some(e) = &read_error {
