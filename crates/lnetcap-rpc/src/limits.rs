@@ -6,6 +6,11 @@
 /// open RPC with its GET and ACK handles costs under 1 KiB (tests/adversarial.rs).
 pub const MAX_OPEN_RPCS: usize = 1 << 17;
 
+/// NIDs whose text form (`10.0.1.1@tcp`) is kept for the RPC records: formatting a NID
+/// costs more than the rest of closing an RPC. More than the peers of any server; when
+/// full it is emptied and fills again (a flood of distinct NIDs only costs the formatting).
+pub const MAX_NID_NAMES: usize = 4096;
+
 /// An open RPC with no activity for this long (capture time) is reported as partial:
 /// longer than LNet's transaction timeout (150 s) plus PtlRPC's adaptive timeouts.
 pub const RPC_IDLE_TIMEOUT_NS: i64 = 600 * 1_000_000_000;

@@ -10,7 +10,9 @@
 //! [`summary`] makes the per-pair report.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt};
 
 use lnetcap_lnet::message::{App, Body, Message};
 use lnetcap_lnet::names::{
@@ -24,8 +26,8 @@ use lnetcap_lnet::wire::{KsockHdr, LnetDetail, LnetHdr, Wmd};
 use lnetcap_tcp::{CapturePoint, Connection, Dir, Endpoint};
 
 use crate::limits::{
-    EMIT_DELAY_NS, MAX_ACK_HANDLES, MAX_BULK_MDS, MAX_GET_HANDLES, MAX_OPEN_RPCS, MAX_PEERS, MAX_ZC_PENDING,
-    REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS, STEP_TOLERANCE_PER_LOOP, SUSTAINED_NS,
+    EMIT_DELAY_NS, MAX_ACK_HANDLES, MAX_BULK_MDS, MAX_GET_HANDLES, MAX_NID_NAMES, MAX_OPEN_RPCS, MAX_PEERS,
+    MAX_ZC_PENDING, REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS, STEP_TOLERANCE_PER_LOOP, SUSTAINED_NS,
 };
 use crate::report::{IntervalRow, MessagesDirection, Missing, Phases, RpcRecord};
 use crate::stats::{regroup_index, Log2Hist, Quantiles, StepSeries};
@@ -89,7 +91,8 @@ struct Draft {
 impl Draft {
     /// The record of the RPC once closed: the NIDs as text, latency and phases from the
     /// times, `partial` from what is missing.
-    fn into_record(self, kind: Kind, key: Key, client_owd_ns: i64) -> RpcRecord {
+    /// The record, with the client's and server's NIDs as `names` gives them.
+    fn into_record(self, kind: Kind, names: (String, String), client_owd_ns: i64) -> RpcRecord {
         // `request_body`, `bulk_unknown` and `xid_high_bits` say what could not be seen, not
         // that a part of the RPC is known to be missing.
         let partial = self.missing.iter().any(|m| m.makes_partial());
@@ -106,8 +109,8 @@ impl Draft {
             schema_version: RPC_SCHEMA_VERSION,
             id: self.id,
             file: None,
-            client_nid: key.0.to_string(),
-            server_nid: key.1.to_string(),
+            client_nid: names.0,
+            server_nid: names.1,
             kind,
             xid: self.xid,
             opc: self.opc,
@@ -484,6 +487,8 @@ pub struct Tracker {
     forgotten: usize,
     /// Uses of the untracked pairs' aggregate (see `peer`).
     overflow_uses: u64,
+    /// NIDs' text forms for the records (at most [`MAX_NID_NAMES`]).
+    nid_names: HashMap<Nid, String>,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -541,6 +546,7 @@ impl Tracker {
             cut: HashMap::new(),
             evicted: 0,
             overflow_uses: 0,
+            nid_names: HashMap::new(),
             forgotten: 0,
         }
     }
@@ -554,6 +560,19 @@ impl Tracker {
         } else {
             (a, b)
         }
+    }
+
+    /// A NID's text form, from the cache of [`MAX_NID_NAMES`].
+    fn nid_name(&mut self, n: Nid) -> String {
+        if let Some(s) = self.nid_names.get(&n) {
+            return s.clone();
+        }
+        if self.nid_names.len() >= MAX_NID_NAMES {
+            self.nid_names.clear();
+        }
+        let s = n.to_string();
+        self.nid_names.insert(n, s.clone());
+        s
     }
 
     fn peer(&mut self, client: Nid, server: Nid) -> &mut PeerState {
@@ -1461,7 +1480,8 @@ impl Tracker {
             r.missing.push(w);
         }
         let interval = self.cfg.interval_ns;
-        let rec = o.rec.into_record(o.kind, o.key, o.client_owd_ns);
+        let names = (self.nid_name(o.key.0), self.nid_name(o.key.1));
+        let rec = o.rec.into_record(o.kind, names, o.client_owd_ns);
         let p = self.peer(o.key.0, o.key.1);
         *p.by_opc.entry(rec.opc_name.clone().unwrap_or_else(|| "unknown".into())).or_default() += 1;
         if o.counted_start {
@@ -1509,7 +1529,7 @@ impl Tracker {
         }
         let before = self.orphans.len();
         self.orphans.retain(|o| o.last_ns > horizon);
-        let live: std::collections::HashSet<(Nid, Wmd)> = self
+        let live: foldhash::HashSet<(Nid, Wmd)> = self
             .orphans
             .iter()
             .filter_map(|o| match o.what {
