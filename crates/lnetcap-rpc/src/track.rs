@@ -440,8 +440,14 @@ pub struct Tracker {
     slots: Vec<Option<Box<Open>>>,
     free: Vec<usize>,
     by_key: HashMap<Key, usize>,
-    /// PtlRPC XIDs of open RPCs, for bulk/reply match-bit ranges.
-    xids: BTreeMap<Key, usize>,
+    /// PtlRPC XIDs of open RPCs, for bulk/reply match-bit ranges, by (pair number, XID):
+    /// a B-tree over integers, not over two NIDs and an XID.
+    xids: BTreeMap<(u64, u64), usize>,
+    /// The pairs with open PtlRPC RPCs: (client, server) → (pair number in `xids`, its
+    /// entries there); a pair leaves with its last entry.
+    xid_pairs: HashMap<(Nid, Nid), (u64, u32)>,
+    /// The next pair number.
+    next_xid_pair: u64,
     /// Selftest bulkids of open RPCs.
     bulkids: HashMap<Key, usize>,
     /// GET return_wmd → (RPC, order, sink length) (the REPLY carries it as dst_wmd):
@@ -525,6 +531,8 @@ impl Tracker {
             free: Vec::new(),
             by_key: HashMap::new(),
             xids: BTreeMap::new(),
+            xid_pairs: HashMap::new(),
+            next_xid_pair: 0,
             bulkids: HashMap::new(),
             gets: HashMap::new(),
             get_seq: 0,
@@ -817,7 +825,7 @@ impl Tracker {
         };
         self.by_key.insert(key, i);
         if kind == Kind::Ptlrpc {
-            self.xids.insert(key, i);
+            self.index_xid(key, i);
         }
         self.peer(key.0, key.1);
         i
@@ -829,14 +837,38 @@ impl Tracker {
         self.slots[i].as_mut().expect("open RPC slot")
     }
 
+    /// Indexes an open PtlRPC RPC's XID (replacing the RPC that had its key, if any).
+    fn index_xid(&mut self, key: Key, i: usize) {
+        let next = &mut self.next_xid_pair;
+        let pair = self.xid_pairs.entry((key.0, key.1)).or_insert_with(|| {
+            *next += 1;
+            (*next - 1, 0)
+        });
+        if self.xids.insert((pair.0, key.2), i).is_none() {
+            pair.1 += 1;
+        }
+    }
+
+    /// Forgets the XID index entry of `key`.
+    fn unindex_xid(&mut self, key: Key) {
+        let Some(pair) = self.xid_pairs.get_mut(&(key.0, key.1)) else { return };
+        if self.xids.remove(&(pair.0, key.2)).is_some() {
+            pair.1 -= 1;
+            if pair.1 == 0 {
+                self.xid_pairs.remove(&(key.0, key.1));
+            }
+        }
+    }
+
     /// Finds the PtlRPC RPC whose bulk match bits range holds `mb`.
     fn ptl_by_bulk(&self, client: Nid, server: Nid, mb: u64) -> Option<usize> {
-        let (k, &i) = self.xids.range((client, server, 0)..=(client, server, mb)).next_back()?;
+        let &(pair, _) = self.xid_pairs.get(&(client, server))?;
+        let (&(_, xid), &i) = self.xids.range((pair, 0)..=(pair, mb)).next_back()?;
         let o = self.slots[i].as_ref()?;
         // Without pb_mbits, an RPC's MDs cannot reach the next XID: XIDs advance by
         // PTLRPC_BULK_OPS_COUNT (16, 64 or 128), so every XID is a multiple of it.
         let n = o.n_md.unwrap_or_else(|| self.xid_align.get(&client).copied().unwrap_or(16).min(MAX_BULK_MDS));
-        (mb - k.2 < n).then_some(i)
+        (mb - xid < n).then_some(i)
     }
 
     fn request(&mut self, kind: Kind, key: Key, m: &Message, owd: i64, out: &mut Vec<RpcRecord>) -> usize {
@@ -1432,7 +1464,7 @@ impl Tracker {
         let Some(mut o) = self.slots[i].take() else { return };
         self.free.push(i);
         self.by_key.remove(&o.key);
-        self.xids.remove(&o.key);
+        self.unindex_xid(o.key);
         if let Some(b) = o.bulkid {
             self.bulkids.remove(&(o.key.0, o.key.1, b));
         }
