@@ -495,6 +495,9 @@ pub struct Tracker {
     overflow_uses: u64,
     /// NIDs' text forms for the records (at most [`MAX_NID_NAMES`]).
     nid_names: HashMap<Nid, String>,
+    /// The last pair `peer` was asked for: (client, server), the key of its state, the
+    /// number of pairs then.
+    peer_memo: Option<((Nid, Nid), (Nid, Nid), usize)>,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -555,6 +558,7 @@ impl Tracker {
             evicted: 0,
             overflow_uses: 0,
             nid_names: HashMap::new(),
+            peer_memo: None,
             forgotten: 0,
         }
     }
@@ -583,15 +587,33 @@ impl Tracker {
         s
     }
 
+    /// The state of the pair of `client` and `server` (made if new). The key it is kept
+    /// under is remembered for the next call with the same NIDs (a message asks several
+    /// times): it depends only on which pairs exist, and pairs are only ever added.
     fn peer(&mut self, client: Nid, server: Nid) -> &mut PeerState {
-        let interval = self.cfg.interval_ns;
-        let (mut c, mut s) = self.peer_key(client, server);
-        if self.peers.len() >= MAX_PEERS && !self.peers.contains_key(&(c, s)) {
-            // Past the limit, new pairs share one state that is never reported as a pair.
-            self.overflow_uses += 1;
-            (c, s) = OVERFLOW_PEER;
-        }
-        self.peers.entry((c, s)).or_insert_with(|| PeerState::new(c, s, interval))
+        let key = match self.peer_memo {
+            Some((asked, key, pairs)) if asked == (client, server) && pairs == self.peers.len() => {
+                if key == OVERFLOW_PEER {
+                    self.overflow_uses += 1;
+                }
+                key
+            }
+            _ => {
+                let (mut c, mut s) = self.peer_key(client, server);
+                if self.peers.len() >= MAX_PEERS && !self.peers.contains_key(&(c, s)) {
+                    // Past the limit, new pairs share one state that is never reported as a
+                    // pair.
+                    self.overflow_uses += 1;
+                    (c, s) = OVERFLOW_PEER;
+                }
+                if !self.peers.contains_key(&(c, s)) {
+                    self.peers.insert((c, s), PeerState::new(c, s, self.cfg.interval_ns));
+                }
+                self.peer_memo = Some(((client, server), (c, s), self.peers.len()));
+                (c, s)
+            }
+        };
+        self.peers.get_mut(&key).expect("the pair's state was made above or before")
     }
 
     /// Times a message or RPC of a pair beyond MAX_PEERS was folded into the untracked
