@@ -549,7 +549,11 @@ impl Framer {
                 }
             }
             if msg.proto.is_some() && (msg.header_complete || sized_lnet(&msg)) {
-                self.last_msg = Some(msg.clone());
+                let slim = for_inference(&msg);
+                match &mut self.last_msg {
+                    Some(b) => **b = slim,
+                    None => self.last_msg = Some(Box::new(slim)),
+                }
             }
             out.push(LnetEvent::Message(msg));
         }
@@ -701,6 +705,31 @@ impl Framer {
 
 /// An LNet message whose header was cut by the snaplen but showed its length: framing
 /// went on past it.
+/// What inference keeps of the last message (`infer_run` copies a self-test body, never a
+/// PtlRPC or ping one): the message without those, so that keeping it costs no clone of a
+/// lustre_msg's buffer lengths and job id per message.
+fn for_inference(m: &Message) -> Message {
+    let body = match &m.body {
+        Body::Lnet { ksock, hdr, app: App::Ptlrpc(_) | App::Ping(_) } => {
+            Body::Lnet { ksock: *ksock, hdr: hdr.clone(), app: App::None }
+        }
+        b => b.clone(),
+    };
+    Message {
+        conn: m.conn,
+        dir: m.dir,
+        offset: m.offset,
+        wire_len: m.wire_len,
+        first: m.first,
+        last: m.last,
+        proto: m.proto,
+        body,
+        header_complete: m.header_complete,
+        payload_captured: m.payload_captured,
+        inferred: m.inferred,
+    }
+}
+
 fn sized_lnet(m: &Message) -> bool {
     matches!(&m.body, Body::Lnet { hdr, .. } if hdr.detail.is_some() || hdr.cut.is_some())
 }

@@ -113,6 +113,7 @@ impl<'a> Rd<'a> {
     pub(crate) fn le(b: &'a [u8]) -> Self {
         Self { b, be: false }
     }
+    #[inline]
     pub(crate) fn u16(&self, o: usize) -> u16 {
         let x = [self.b[o], self.b[o + 1]];
         if self.be {
@@ -121,6 +122,7 @@ impl<'a> Rd<'a> {
             u16::from_le_bytes(x)
         }
     }
+    #[inline]
     pub(crate) fn u32(&self, o: usize) -> u32 {
         let x = [self.b[o], self.b[o + 1], self.b[o + 2], self.b[o + 3]];
         if self.be {
@@ -129,6 +131,7 @@ impl<'a> Rd<'a> {
             u32::from_le_bytes(x)
         }
     }
+    #[inline]
     pub(crate) fn u64(&self, o: usize) -> u64 {
         let mut x = [0u8; 8];
         x.copy_from_slice(&self.b[o..o + 8]);
@@ -138,6 +141,7 @@ impl<'a> Rd<'a> {
             u64::from_le_bytes(x)
         }
     }
+    #[inline]
     pub(crate) fn nid20(&self, o: usize) -> Nid {
         let mut x = [0u8; 20];
         x.copy_from_slice(&self.b[o..o + 20]);
@@ -852,6 +856,7 @@ impl PtlrpcInfo {
             info.lm_cksum = r.u32(16);
             info.lm_flags = r.u32(20);
         }
+        info.buflens.reserve_exact((bufcount as usize).min(b.len().saturating_sub(32) / 4));
         for i in 0..bufcount as usize {
             if b.len() >= 32 + 4 * i + 4 {
                 info.buflens.push(r.u32(32 + 4 * i));
