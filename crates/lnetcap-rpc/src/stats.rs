@@ -106,6 +106,25 @@ impl StepQueue {
     }
 }
 
+/// What one `StepSeries::advance` accumulates before it writes to the maps: the time at
+/// each level below [`Pending::LEVELS`] and the summary of the interval being filled.
+struct Pending {
+    time_at: [i64; Pending::LEVELS],
+    /// Bit l: level l has time in `time_at`.
+    levels: u64,
+    interval: Option<(i64, (f64, i64, i64))>,
+}
+
+impl Pending {
+    const LEVELS: usize = 64;
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Self { time_at: [0; Pending::LEVELS], levels: 0, interval: None }
+    }
+}
+
 /// A count that steps up and down over time (RPCs in flight, messages in flight), fed with
 /// +1/−1 events that may arrive out of time order within a reorder horizon.
 #[derive(Debug, Clone)]
@@ -187,16 +206,32 @@ impl StepSeries {
         self.steps.push((t, delta));
     }
 
-    fn account(&mut self, from: i64, to: i64) {
+    fn account(&mut self, acc: &mut Pending, from: i64, to: i64) {
         if to <= from {
             return;
         }
-        *self.time_at.entry(self.level).or_default() += to - from;
+        match usize::try_from(self.level) {
+            Ok(l) if l < Pending::LEVELS => {
+                acc.time_at[l] += to - from;
+                acc.levels |= 1 << l;
+            }
+            _ => *self.time_at.entry(self.level).or_default() += to - from,
+        }
         let mut a = from;
         while a < to {
             let idx = a.div_euclid(self.interval_ns);
             let end = ((idx + 1) * self.interval_ns).min(to);
-            let e = self.intervals.entry(idx).or_insert((0.0, 0, 0));
+            let e = match &mut acc.interval {
+                Some((i, e)) if *i == idx => e,
+                open => {
+                    // Times only grow: the interval before is done for this call.
+                    if let Some((i, e)) = open.take() {
+                        self.intervals.insert(i, e);
+                    }
+                    let e = self.intervals.get(&idx).copied().unwrap_or((0.0, 0, 0));
+                    &mut open.insert((idx, e)).1
+                }
+            };
             e.0 += self.level as f64 * (end - a) as f64;
             // A level reached for an instant (messages sharing one timestamp) is not a
             // maximum of the interval.
@@ -210,14 +245,20 @@ impl StepSeries {
 
     /// Applies every step at or before `watermark` (steps are sorted by time; at equal times
     /// decreases go first, so a slot freed and reused at one instant does not count twice).
+    /// The time at each level and the interval summaries accumulate in `Pending` and are
+    /// written to the maps once per call (the same sums, added in the same order).
     pub fn advance(&mut self, watermark: i64) {
+        if self.steps.peek().is_none_or(|(t, _)| t > watermark) {
+            return;
+        }
+        let mut acc = Pending::default();
         while let Some((t, delta)) = self.steps.peek() {
             if t > watermark {
                 break;
             }
             self.steps.pop();
             if let Some(l) = self.last_t {
-                self.account(l, t);
+                self.account(&mut acc, l, t);
             }
             self.last_t = Some(self.last_t.map_or(t, |l| l.max(t)));
             self.level += delta;
@@ -225,6 +266,15 @@ impl StepSeries {
                 self.at_increase.tally(self.level.max(0) as u64);
             }
             self.max = self.max.max(self.level);
+        }
+        let mut levels = acc.levels;
+        while levels != 0 {
+            let l = levels.trailing_zeros() as usize;
+            *self.time_at.entry(l as i64).or_default() += acc.time_at[l];
+            levels &= levels - 1;
+        }
+        if let Some((i, e)) = acc.interval {
+            self.intervals.insert(i, e);
         }
     }
 
@@ -298,7 +348,62 @@ pub fn regroup_index<V: Copy>(map: &mut BTreeMap<i64, V>, from_ns: i64, to_ns: i
 mod tests {
     use super::*;
 
+    /// The series as the maps were kept before `Pending`: every step's time at its level
+    /// and in its intervals added to the maps at once.
+    fn reference(steps: &[(i64, i64)], interval_ns: i64) -> (BTreeMap<i64, i64>, Vec<(i64, f64, i64, i64)>) {
+        let mut sorted = steps.to_vec();
+        sorted.sort_unstable();
+        let (mut time_at, mut intervals) = (BTreeMap::new(), BTreeMap::<i64, (f64, i64, i64)>::new());
+        let (mut level, mut last) = (0i64, None::<i64>);
+        for (t, d) in sorted {
+            if let Some(from) = last.filter(|&l| t > l) {
+                *time_at.entry(level).or_default() += t - from;
+                let mut a = from;
+                while a < t {
+                    let idx = a.div_euclid(interval_ns);
+                    let end = ((idx + 1) * interval_ns).min(t);
+                    let e = intervals.entry(idx).or_insert((0.0, 0, 0));
+                    e.0 += level as f64 * (end - a) as f64;
+                    if end - a >= MIN_LEVEL_SPAN_NS {
+                        e.1 = e.1.max(level);
+                    }
+                    e.2 += end - a;
+                    a = end;
+                }
+            }
+            last = Some(last.map_or(t, |l| l.max(t)));
+            level += d;
+        }
+        (time_at, intervals.into_iter().map(|(i, e)| (i, e.0, e.1, e.2)).collect())
+    }
+
     proptest::proptest! {
+        /// Applied in any number of calls (watermarks anywhere), the series keeps the time at
+        /// each level and the interval summaries the reference keeps, to the bit: levels
+        /// below and above the 64 `Pending` holds, negative ones, steps at one instant, and
+        /// spans across intervals.
+        #[test]
+        fn test_step_series_sums_as_the_reference(
+            steps in proptest::collection::vec((0i64..3_000_000, proptest::sample::select(vec![-1i64, 1, 1, 40, -40])), 0..120),
+            cuts in proptest::collection::vec(0i64..3_000_000, 0..6),
+        ) {
+            let interval_ns = 250_000;
+            let mut s = StepSeries::new(interval_ns);
+            for &(t, d) in &steps {
+                s.push(t, d);
+            }
+            let mut cuts = cuts;
+            cuts.sort_unstable();
+            for c in cuts {
+                s.advance(c);
+            }
+            s.finish();
+            let (time_at, intervals) = reference(&steps, interval_ns);
+            proptest::prop_assert_eq!(&s.time_at, &time_at);
+            let got: Vec<(i64, f64, i64, i64)> = s.intervals.iter().map(|(&i, &e)| (i, e.0, e.1, e.2)).collect();
+            proptest::prop_assert_eq!(got, intervals);
+        }
+
         /// The step queue gives back any pushes in sorted order, as a heap would: steps in
         /// order, a few places out of it, far out of it, and ties, popped in between.
         #[test]
