@@ -711,7 +711,7 @@ impl Framer {
 fn for_inference(m: &Message) -> Message {
     let body = match &m.body {
         Body::Lnet { ksock, hdr, app: App::Ptlrpc(_) | App::Ping(_) } => {
-            Body::Lnet { ksock: *ksock, hdr: hdr.clone(), app: App::None }
+            Body::Lnet { ksock: *ksock, hdr: *hdr, app: App::None }
         }
         b => b.clone(),
     };

@@ -348,9 +348,12 @@ pub fn regroup_index<V: Copy>(map: &mut BTreeMap<i64, V>, from_ns: i64, to_ns: i
 mod tests {
     use super::*;
 
+    /// An interval's (index, level × time, max, covered time).
+    type Interval = (i64, f64, i64, i64);
+
     /// The series as the maps were kept before `Pending`: every step's time at its level
     /// and in its intervals added to the maps at once.
-    fn reference(steps: &[(i64, i64)], interval_ns: i64) -> (BTreeMap<i64, i64>, Vec<(i64, f64, i64, i64)>) {
+    fn reference(steps: &[(i64, i64)], interval_ns: i64) -> (BTreeMap<i64, i64>, Vec<Interval>) {
         let mut sorted = steps.to_vec();
         sorted.sort_unstable();
         let (mut time_at, mut intervals) = (BTreeMap::new(), BTreeMap::<i64, (f64, i64, i64)>::new());
@@ -400,7 +403,7 @@ mod tests {
             s.finish();
             let (time_at, intervals) = reference(&steps, interval_ns);
             proptest::prop_assert_eq!(&s.time_at, &time_at);
-            let got: Vec<(i64, f64, i64, i64)> = s.intervals.iter().map(|(&i, &e)| (i, e.0, e.1, e.2)).collect();
+            let got: Vec<Interval> = s.intervals.iter().map(|(&i, &e)| (i, e.0, e.1, e.2)).collect();
             proptest::prop_assert_eq!(got, intervals);
         }
 

@@ -430,6 +430,10 @@ const MAX_INFERRED_PENDING: usize = 4096;
 /// delay from the capture point, capture time of the message).
 type ZcPending = ((Nid, Nid), usize, i64, i64);
 
+/// What `Tracker::peer` was last asked: (client, server), the key of the pair's state, the
+/// number of pairs then.
+type PeerMemo = ((Nid, Nid), (Nid, Nid), usize);
+
 /// Rebuilds RPCs and in-flight series from decoded messages. Clone: a live view finishes
 /// a copy to report the capture as if it ended now.
 #[derive(Clone)]
@@ -497,7 +501,7 @@ pub struct Tracker {
     nid_names: HashMap<Nid, String>,
     /// The last pair `peer` was asked for: (client, server), the key of its state, the
     /// number of pairs then.
-    peer_memo: Option<((Nid, Nid), (Nid, Nid), usize)>,
+    peer_memo: Option<PeerMemo>,
 }
 
 impl std::fmt::Debug for Tracker {
