@@ -10,13 +10,16 @@
 # Environment: PROFILE (cargo profile, default dist), RUNS (default 5; 3 for the
 # full-payload capture), TMPDIR (where the captures
 # are written: the full-payload one takes FULL_GB, default 6, GB; removed at exit),
-# FULL_GB, HEADER_RPCS (default 130: 1.15 M packets), TSHARK_FULL=1 to time tshark on the
+# FULL_GB, HEADER_RPCS (default 130: 1.15 M packets), META_RPCS (default 20000), TSHARK_FULL=1 to time tshark on the
 # full-payload capture too (minutes). --quick: 1 run each, a 0.5 GB full-payload capture.
 #
 # Captures, written by `lnetcap synth` (deterministic):
 #   header-only   --scenario bench --rpcs 130: 4 clients x 2 servers, mixed 1-4 MiB BRW and
 #                 metadata, MTU 1500, snaplen 256 (1,149,888 packets, 238 MB)
 #   full-payload  the same workload with snaplen 65535, as many RPCs as make FULL_GB
+#   metadata      --scenario metadata --rpcs META_RPCS (default 20,000): one client's
+#                 MDS_GETATTR, LDLM_ENQUEUE, MDS_REINT and pings, full payload (85,023
+#                 packets, 31 MB): a message in nearly every packet, the RPC tracker's load
 # Commands (the page cache is warmed with the file first, so every tool reads from memory):
 #   lnetcap decode --format jsonl FILE > /dev/null  every message, PtlRPC bodies decoded
 #   lnetcap analyze -q --threads 1 --json OUT FILE  decode + TCP behaviour + RPCs + model
@@ -50,6 +53,7 @@ trap 'rm -rf "$tmp"' EXIT
 "$bin" synth --scenario bench --rpcs "${HEADER_RPCS:-130}" -o "$tmp/header.pcap" --truth "$tmp/h.truth" 2>/dev/null
 full_rpcs=$(python3 -c "print(max(1, round($full_gb * 1e9 / 9.12e6)))")
 "$bin" synth --scenario bench --rpcs "$full_rpcs" --snaplen 65535 -o "$tmp/full.pcap" --truth "$tmp/f.truth" 2>/dev/null
+"$bin" synth --scenario metadata --rpcs "${META_RPCS:-20000}" -o "$tmp/metadata.pcap" --truth "$tmp/m.truth" 2>/dev/null
 rm -f "$tmp"/*.truth
 
 # rounds RUNS NAME=CMD ... : RUNS rounds, each running every command once, in an order
@@ -109,7 +113,7 @@ PY
 
 cores=$(nproc)
 printf "%-12s %-22s %9s %8s %7s %12s %7s %10s %12s %s\n" capture tool packets seconds "CPU s" packets/s GB/s "peak RSS" "vs tcptrace" "(per round: q1-q3)"
-for cap in header full; do
+for cap in header full metadata; do
   f=$tmp/$cap.pcap
   cat "$f" >/dev/null
   pk=$(tcpdump -r "$f" -nn -q 2>/dev/null | wc -l)
