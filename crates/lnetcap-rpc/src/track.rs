@@ -186,6 +186,58 @@ struct ConnTrack {
     noop: [u64; 2],
 }
 
+/// Peer states in the order they were made, with an index by key: the report walks them
+/// in key order, and `Tracker::peer`'s memo reaches one by its position.
+#[derive(Clone, Default)]
+struct Peers {
+    index: BTreeMap<(Nid, Nid), usize>,
+    states: Vec<PeerState>,
+}
+
+impl Peers {
+    fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    fn contains_key(&self, k: &(Nid, Nid)) -> bool {
+        self.index.contains_key(k)
+    }
+
+    fn get(&self, k: &(Nid, Nid)) -> Option<&PeerState> {
+        self.index.get(k).map(|&i| &self.states[i])
+    }
+
+    fn get_mut(&mut self, k: &(Nid, Nid)) -> Option<&mut PeerState> {
+        let i = *self.index.get(k)?;
+        Some(&mut self.states[i])
+    }
+
+    /// The position of `k`'s state, made by `make` if new.
+    fn position_or_insert(&mut self, k: (Nid, Nid), make: impl FnOnce() -> PeerState) -> usize {
+        if let Some(&i) = self.index.get(&k) {
+            return i;
+        }
+        self.states.push(make());
+        self.index.insert(k, self.states.len() - 1);
+        self.states.len() - 1
+    }
+
+    /// Every state, in the order they were made.
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut PeerState> {
+        self.states.iter_mut()
+    }
+
+    /// Every state, in key order.
+    fn values(&self) -> impl Iterator<Item = &PeerState> {
+        self.index.values().map(|&i| &self.states[i])
+    }
+
+    /// Every key and state, in key order.
+    fn iter(&self) -> impl Iterator<Item = (&(Nid, Nid), &PeerState)> {
+        self.index.iter().map(|(k, &i)| (k, &self.states[i]))
+    }
+}
+
 #[derive(Clone)]
 struct PeerState {
     client: Nid,
@@ -430,9 +482,18 @@ const MAX_INFERRED_PENDING: usize = 4096;
 /// delay from the capture point, capture time of the message).
 type ZcPending = ((Nid, Nid), usize, i64, i64);
 
-/// What `Tracker::peer` was last asked: (client, server), the key of the pair's state, the
-/// number of pairs then.
-type PeerMemo = ((Nid, Nid), (Nid, Nid), usize);
+/// What `Tracker::peer` was last asked, and its answer while no pair is added.
+#[derive(Clone, Copy)]
+struct PeerMemo {
+    /// (client, server) as asked.
+    asked: (Nid, Nid),
+    /// The position of the pair's state.
+    at: usize,
+    /// The pair is one past MAX_PEERS (its state is the aggregate's).
+    overflow: bool,
+    /// Pairs then.
+    pairs: usize,
+}
 
 /// Rebuilds RPCs and in-flight series from decoded messages. Clone: a live view finishes
 /// a copy to report the capture as if it ended now.
@@ -478,7 +539,7 @@ pub struct Tracker {
     acks: HashMap<(Nid, Wmd), (Handle, bool)>,
     conns: BTreeMap<u32, ConnTrack>,
     /// Peer states by (client, server).
-    peers: BTreeMap<(Nid, Nid), PeerState>,
+    peers: Peers,
     /// Zero-copy messages waiting for their ZC-ACK: (sender, receiver, cookie) → peer
     /// direction.
     zc_pending: HashMap<(Nid, Nid, u64), ZcPending>,
@@ -499,8 +560,7 @@ pub struct Tracker {
     overflow_uses: u64,
     /// NIDs' text forms for the records (at most [`MAX_NID_NAMES`]).
     nid_names: HashMap<Nid, String>,
-    /// The last pair `peer` was asked for: (client, server), the key of its state, the
-    /// number of pairs then.
+    /// The last pair `peer` was asked for.
     peer_memo: Option<PeerMemo>,
 }
 
@@ -551,7 +611,7 @@ impl Tracker {
             reply_runs: HashMap::new(),
             acks: HashMap::new(),
             conns: BTreeMap::new(),
-            peers: BTreeMap::new(),
+            peers: Peers::default(),
             zc_pending: HashMap::new(),
             now_ns: i64::MIN,
             last_expiry_ns: i64::MIN,
@@ -595,29 +655,29 @@ impl Tracker {
     /// under is remembered for the next call with the same NIDs (a message asks several
     /// times): it depends only on which pairs exist, and pairs are only ever added.
     fn peer(&mut self, client: Nid, server: Nid) -> &mut PeerState {
-        let key = match self.peer_memo {
-            Some((asked, key, pairs)) if asked == (client, server) && pairs == self.peers.len() => {
-                if key == OVERFLOW_PEER {
+        let at = match self.peer_memo {
+            Some(PeerMemo { asked, at, overflow, pairs }) if asked == (client, server) && pairs == self.peers.len() => {
+                if overflow {
                     self.overflow_uses += 1;
                 }
-                key
+                at
             }
             _ => {
                 let (mut c, mut s) = self.peer_key(client, server);
-                if self.peers.len() >= MAX_PEERS && !self.peers.contains_key(&(c, s)) {
+                let overflow = self.peers.len() >= MAX_PEERS && !self.peers.contains_key(&(c, s));
+                if overflow {
                     // Past the limit, new pairs share one state that is never reported as a
                     // pair.
                     self.overflow_uses += 1;
                     (c, s) = OVERFLOW_PEER;
                 }
-                if !self.peers.contains_key(&(c, s)) {
-                    self.peers.insert((c, s), PeerState::new(c, s, self.cfg.interval_ns));
-                }
-                self.peer_memo = Some(((client, server), (c, s), self.peers.len()));
-                (c, s)
+                let interval = self.cfg.interval_ns;
+                let at = self.peers.position_or_insert((c, s), || PeerState::new(c, s, interval));
+                self.peer_memo = Some(PeerMemo { asked: (client, server), at, overflow, pairs: self.peers.len() });
+                at
             }
         };
-        self.peers.get_mut(&key).expect("the pair's state was made above or before")
+        &mut self.peers.states[at]
     }
 
     /// Times a message or RPC of a pair beyond MAX_PEERS was folded into the untracked
