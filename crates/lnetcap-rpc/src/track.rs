@@ -487,6 +487,8 @@ type ZcPending = ((Nid, Nid), usize, i64, i64);
 struct PeerMemo {
     /// (client, server) as asked.
     asked: (Nid, Nid),
+    /// Their `Tracker::peer_key`.
+    key: (Nid, Nid),
     /// The position of the pair's state.
     at: usize,
     /// The pair is one past MAX_PEERS (its state is the aggregate's).
@@ -631,6 +633,9 @@ impl Tracker {
     /// either direction (an LNet ping or push from the server, say) belong to the pair the
     /// first RPC or message between the two NIDs named (client, server).
     fn peer_key(&self, a: Nid, b: Nid) -> (Nid, Nid) {
+        if let Some(m) = self.peer_memo.filter(|m| m.asked == (a, b) && m.pairs == self.peers.len()) {
+            return m.key;
+        }
         if !self.peers.contains_key(&(a, b)) && self.peers.contains_key(&(b, a)) {
             (b, a)
         } else {
@@ -656,14 +661,17 @@ impl Tracker {
     /// times): it depends only on which pairs exist, and pairs are only ever added.
     fn peer(&mut self, client: Nid, server: Nid) -> &mut PeerState {
         let at = match self.peer_memo {
-            Some(PeerMemo { asked, at, overflow, pairs }) if asked == (client, server) && pairs == self.peers.len() => {
+            Some(PeerMemo { asked, at, overflow, pairs, .. })
+                if asked == (client, server) && pairs == self.peers.len() =>
+            {
                 if overflow {
                     self.overflow_uses += 1;
                 }
                 at
             }
             _ => {
-                let (mut c, mut s) = self.peer_key(client, server);
+                let key = self.peer_key(client, server);
+                let (mut c, mut s) = key;
                 let overflow = self.peers.len() >= MAX_PEERS && !self.peers.contains_key(&(c, s));
                 if overflow {
                     // Past the limit, new pairs share one state that is never reported as a
@@ -673,7 +681,7 @@ impl Tracker {
                 }
                 let interval = self.cfg.interval_ns;
                 let at = self.peers.position_or_insert((c, s), || PeerState::new(c, s, interval));
-                self.peer_memo = Some(PeerMemo { asked: (client, server), at, overflow, pairs: self.peers.len() });
+                self.peer_memo = Some(PeerMemo { asked: (client, server), key, at, overflow, pairs: self.peers.len() });
                 at
             }
         };
