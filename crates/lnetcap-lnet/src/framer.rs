@@ -703,8 +703,6 @@ impl Framer {
     }
 }
 
-/// An LNet message whose header was cut by the snaplen but showed its length: framing
-/// went on past it.
 /// What inference keeps of the last message (`infer_run` copies a self-test body, never a
 /// PtlRPC or ping one): the message without those, so that keeping it costs no clone of a
 /// lustre_msg's buffer lengths and job id per message.
@@ -730,6 +728,8 @@ fn for_inference(m: &Message) -> Message {
     }
 }
 
+/// An LNet message whose header was cut by the snaplen but showed its length: framing
+/// went on past it.
 fn sized_lnet(m: &Message) -> bool {
     matches!(&m.body, Body::Lnet { hdr, .. } if hdr.detail.is_some() || hdr.cut.is_some())
 }

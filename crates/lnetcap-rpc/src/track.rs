@@ -187,7 +187,8 @@ struct ConnTrack {
 }
 
 /// Peer states in the order they were made, with an index by key: the report walks them
-/// in key order, and `Tracker::peer`'s memo reaches one by its position.
+/// in key order, and `Tracker::peer`'s memo reaches one by its position. States are never
+/// removed: the memo's positions and its check of the number of pairs rely on it.
 #[derive(Clone, Default)]
 struct Peers {
     index: BTreeMap<(Nid, Nid), usize>,
@@ -491,7 +492,7 @@ struct PeerMemo {
     key: (Nid, Nid),
     /// The position of the pair's state.
     at: usize,
-    /// The pair is one past MAX_PEERS (its state is the aggregate's).
+    /// Asking again counts a use of the aggregate past MAX_PEERS.
     overflow: bool,
     /// Pairs then.
     pairs: usize,
@@ -681,7 +682,11 @@ impl Tracker {
                 }
                 let interval = self.cfg.interval_ns;
                 let at = self.peers.position_or_insert((c, s), || PeerState::new(c, s, interval));
-                self.peer_memo = Some(PeerMemo { asked: (client, server), key, at, overflow, pairs: self.peers.len() });
+                // The same question again overflows again, unless it named the aggregate's
+                // own key (a capture can carry its NIDs), which now exists.
+                let again = overflow && key != OVERFLOW_PEER;
+                self.peer_memo =
+                    Some(PeerMemo { asked: (client, server), key, at, overflow: again, pairs: self.peers.len() });
                 at
             }
         };
