@@ -16,8 +16,8 @@ pub mod lnd {
 
 /// An LNet NID, large-address capable. Ordered by (size, LND, network number, address
 /// bytes), as a derived order would be, compared as two integers: the RPC tracker's
-/// indexes keyed by NIDs compare them several dozen times per RPC (and hash them as
-/// three integers: as bytes, a NID was four writes and a length).
+/// indexes keyed by NIDs compare them several dozen times per RPC (and hash them as two
+/// integers: as bytes, a NID was four writes and a length).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Nid {
     /// Address bytes − 4: 0 for IPv4 / 32-bit addresses, 12 for IPv6.
@@ -34,18 +34,15 @@ impl Ord for Nid {
     #[inline]
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         // Big-endian integers order as their bytes do.
-        let head = |n: &Nid| u32::from_be_bytes([n.size, n.lnd, (n.num >> 8) as u8, n.num as u8]);
-        (head(self), u128::from_be_bytes(self.addr)).cmp(&(head(other), u128::from_be_bytes(other.addr)))
+        (self.head(), u128::from_be_bytes(self.addr)).cmp(&(other.head(), u128::from_be_bytes(other.addr)))
     }
 }
 
 impl std::hash::Hash for Nid {
     #[inline]
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let [a, b] = [&self.addr[..8], &self.addr[8..]].map(|h| u64::from_ne_bytes(h.try_into().unwrap_or([0; 8])));
-        state.write_u64(u64::from(self.size) << 24 | u64::from(self.lnd) << 16 | u64::from(self.num));
-        state.write_u64(a);
-        state.write_u64(b);
+        state.write_u32(self.head());
+        state.write_u128(u128::from_ne_bytes(self.addr));
     }
 }
 
@@ -57,6 +54,14 @@ impl PartialOrd for Nid {
 }
 
 impl Nid {
+    /// Size, LND and network number as one big-endian integer: the first word of the
+    /// order and of the hash.
+    #[inline]
+    fn head(&self) -> u32 {
+        let [n0, n1] = self.num.to_be_bytes();
+        u32::from_be_bytes([self.size, self.lnd, n0, n1])
+    }
+
     /// `LNET_NID_ANY`.
     pub const ANY: Nid = Nid { size: 0xff, lnd: 0xff, num: 0xffff, addr: [0xff; 16] };
 

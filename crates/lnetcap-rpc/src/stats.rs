@@ -92,16 +92,10 @@ impl StepQueue {
 
     /// Removes the first step (the one `peek` gave).
     fn pop(&mut self) {
-        match (self.run.front(), self.late.peek()) {
-            (Some(&a), Some(&Reverse(b))) if b < a => {
-                self.late.pop();
-            }
-            (Some(_), _) => {
-                self.run.pop_front();
-            }
-            _ => {
-                self.late.pop();
-            }
+        if self.late.peek().is_some_and(|&Reverse(b)| self.run.front().is_none_or(|&a| b < a)) {
+            self.late.pop();
+        } else {
+            self.run.pop_front();
         }
     }
 }

@@ -89,9 +89,8 @@ struct Draft {
 }
 
 impl Draft {
-    /// The record of the RPC once closed: the NIDs as text, latency and phases from the
-    /// times, `partial` from what is missing.
-    /// The record, with the client's and server's NIDs as `names` gives them.
+    /// The record of the RPC once closed: the client's and server's NIDs as text (`names`),
+    /// latency and phases from the times, `partial` from what is missing.
     fn into_record(self, kind: Kind, names: (String, String), client_owd_ns: i64) -> RpcRecord {
         // `request_body`, `bulk_unknown` and `xid_high_bits` say what could not be seen, not
         // that a part of the RPC is known to be missing.
