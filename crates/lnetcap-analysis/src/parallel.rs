@@ -3,31 +3,39 @@
 //!
 //! The calling thread reads: each packet through the front of the pipeline (frame
 //! accounting, clock, series bound, link decoding, the sweep schedule), then into the
-//! batch of the worker its unordered 4-tuple hashes to, so that every packet of a
+//! batch of the shard its unordered 4-tuple hashes to, so that every packet of a
 //! connection, and of a later connection on the same tuple, meets the same flow table.
-//! Each worker owns a pipeline for the back (flow table, TCP behaviour, framing) over its
-//! share and tags each output with its place in the capture: (frame, phase, sub), the
-//! phases in the order one `Pipeline::push` produces them (connections folded, then a
-//! sweep's events by connection, then the packet's own). The calling thread merges the
-//! workers' outputs of each batch by that key, numbers connections in the order of
-//! their first packets as the single flow table does, and feeds the RPC tracker and the
-//! sink as the single-threaded loop does. At the end its pipeline absorbs the workers'
-//! tables and decoders. Channels are crossbeam's, bounded: each set of batches holds at
+//! Shards, [`SHARDS_PER_THREAD`] per worker thread, each own a pipeline for the back
+//! (flow table, TCP behaviour, framing) over their share; a rayon pool of N threads
+//! runs them, each shard's batches one at a time in the order sent, whichever thread is
+//! free taking the next shard with a batch waiting ([`Shard`]). With a shard per thread
+//! (the former design) a thread whose share fell behind held the merge while the other
+//! waited: connections hash unevenly when a few heavy ones carry the load. Each output
+//! is tagged with its place in the capture: (frame, phase, sub), the phases in the order
+//! one `Pipeline::push` produces them (connections folded, then a sweep's events by
+//! connection, then the packet's own). The calling thread merges the shards' outputs of
+//! each set of batches by that key, numbers connections in the order of their first
+//! packets as the single flow table does, and feeds the RPC tracker and the sink as the
+//! single-threaded loop does. At the end its pipeline absorbs the shards' tables and
+//! decoders. Outputs come back on crossbeam channels; each set of batches holds at
 //! most [`BATCH_BYTES`] of copied records and about [`SET_HELD_BYTES`] of the reader's
 //! input blocks, and the sets in flight are at most [`DEPTH`] and about
-//! [`IN_FLIGHT_BYTES`] of records and estimated outputs ([`InFlight`]). The
-//! events the merge consumed go back to their worker with its next batch and are dropped
-//! there: freed by the thread that allocated them, they take no lock of another thread's
-//! malloc arena (a message freed by the merging thread made the worker's allocations wait).
+//! [`IN_FLIGHT_BYTES`] of records and estimated outputs ([`InFlight`]), which bounds
+//! the shards' queues and output channels. The events the merge consumed go back to
+//! their shard with its next batch and are dropped on a pool thread, not the merging
+//! one (a message freed by the merging thread made the workers' allocations wait on
+//! its malloc arena's lock).
 //!
-//! What differs: each worker's flow table follows its share of `MAX_OPEN_CONNECTIONS`
+//! What differs: each shard's flow table follows its share of `MAX_OPEN_CONNECTIONS`
 //! (memory stays that of one table), so a capture with more live connections than the
 //! limit retires other connections than the single-threaded run; the report says the limit
 //! was hit either way.
 
 use std::collections::VecDeque;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use std::sync::Mutex;
+
+use crossbeam_channel::{unbounded, Receiver, Sender};
 use lnetcap_capture::{Packet, SharedBlock};
 use lnetcap_lnet::pipeline::Pipeline;
 use lnetcap_lnet::{LnetEvent, Message};
@@ -57,6 +65,11 @@ pub const DEPTH: usize = 16;
 /// two). Past it the reader merges the oldest set before it reads on. 16 MiB read ahead
 /// a little faster but brought the adversarial floods within 7 MiB of their bound.
 pub const IN_FLIGHT_BYTES: usize = 8 << 20;
+/// Shares of the connections per worker thread. Shares, not threads, own flow tables:
+/// the pool's threads take whichever share has a batch waiting, so a share that falls
+/// behind (connections hash unevenly: a capture's load is often a few heavy ones) does
+/// not leave a core idle while the others wait for the merge.
+pub const SHARDS_PER_THREAD: usize = 8;
 
 #[derive(Debug, Clone, Copy)]
 enum Item {
@@ -180,79 +193,79 @@ struct Worker {
     /// Connections whose capture point the TCP loops gave already (the tracker notes
     /// the first one and asks no more).
     cp_given: Vec<bool>,
+    /// The pipeline's events of the packet at hand (kept for its capacity).
+    evs: Vec<LnetEvent>,
 }
 
 impl Worker {
-    fn run(mut self, rx: Receiver<Batch>, tx: Sender<Done>) -> Pipeline {
-        let mut evs = Vec::new();
-        for mut batch in rx {
-            batch.spent.clear();
-            let mut out = Vec::new();
-            // A sweep's events wait for the packet that triggered it, when it is this
-            // worker's: the single loop hands them over after the whole packet.
-            let mut swept: Option<(Stamp, Vec<LnetEvent>)> = None;
-            for item in &batch.items {
-                match *item {
-                    Item::Coarsen(ns) => self.pipe.follow_series(ns),
-                    Item::Sweep(at) => {
+    /// Runs one batch: its outputs, and the batch emptied for reuse.
+    fn process(&mut self, mut batch: Batch) -> Done {
+        let mut evs = std::mem::take(&mut self.evs);
+        let evs = &mut evs;
+        batch.spent.clear();
+        let mut out = Vec::new();
+        // A sweep's events wait for the packet that triggered it, when it is this
+        // worker's: the single loop hands them over after the whole packet.
+        let mut swept: Option<(Stamp, Vec<LnetEvent>)> = None;
+        for item in &batch.items {
+            match *item {
+                Item::Coarsen(ns) => self.pipe.follow_series(ns),
+                Item::Sweep(at) => {
+                    self.flush_sweep(&mut swept, &mut out);
+                    let mut sev = Vec::new();
+                    self.pipe.sweep_at(at.ts_ns, &mut sev);
+                    swept = Some((at, sev));
+                }
+                Item::Packet { stamp, raw } => {
+                    let pkt = Packet {
+                        frame: stamp.frame,
+                        ts_ns: stamp.ts_ns,
+                        linktype: raw.linktype,
+                        origlen: raw.origlen,
+                        data: batch.data(&raw),
+                        offset: raw.offset,
+                        interface: raw.interface,
+                        shared: None,
+                    };
+                    let f = stamp.frame;
+                    // A sweep of another worker's frame: its events as they stand now
+                    // (nothing of this worker's came between).
+                    if swept.as_ref().is_some_and(|(at, _)| at.frame != f) {
                         self.flush_sweep(&mut swept, &mut out);
-                        let mut sev = Vec::new();
-                        self.pipe.sweep_at(at.ts_ns, &mut sev);
-                        swept = Some((at, sev));
                     }
-                    Item::Packet { stamp, raw } => {
-                        let pkt = Packet {
-                            frame: stamp.frame,
-                            ts_ns: stamp.ts_ns,
-                            linktype: raw.linktype,
-                            origlen: raw.origlen,
-                            data: batch.data(&raw),
-                            offset: raw.offset,
-                            interface: raw.interface,
-                            shared: None,
-                        };
-                        let f = stamp.frame;
-                        // A sweep of another worker's frame: its events as they stand now
-                        // (nothing of this worker's came between).
-                        if swept.as_ref().is_some_and(|(at, _)| at.frame != f) {
-                            self.flush_sweep(&mut swept, &mut out);
-                        }
-                        let opened = self.pipe.connections_opened();
-                        let folded = self.pipe.folded_connections().len();
-                        let why = self.pipe.push_routed(&pkt, stamp, &mut evs);
-                        if let Some(why) = why {
-                            out.push(((f, PHASE_PACKET, 0), Out::Notice(format!("frame {f}: not decodable: {why}"))));
-                        }
-                        for &id in &self.pipe.folded_connections()[folded..] {
-                            out.push(((f, PHASE_FOLD, 0), Out::Folded(id)));
-                        }
-                        if swept.as_ref().is_some_and(|(at, _)| at.frame == f) {
-                            self.flush_sweep(&mut swept, &mut out);
-                        }
-                        for _ in opened..self.pipe.connections_opened() {
-                            out.push(((f, PHASE_PACKET, 0), Out::Opened));
-                        }
-                        self.attach(&mut evs, &mut out, |_| (f, PHASE_PACKET, 0));
+                    let opened = self.pipe.connections_opened();
+                    let folded = self.pipe.folded_connections().len();
+                    let why = self.pipe.push_routed(&pkt, stamp, evs);
+                    if let Some(why) = why {
+                        out.push(((f, PHASE_PACKET, 0), Out::Notice(format!("frame {f}: not decodable: {why}"))));
                     }
+                    for &id in &self.pipe.folded_connections()[folded..] {
+                        out.push(((f, PHASE_FOLD, 0), Out::Folded(id)));
+                    }
+                    if swept.as_ref().is_some_and(|(at, _)| at.frame == f) {
+                        self.flush_sweep(&mut swept, &mut out);
+                    }
+                    for _ in opened..self.pipe.connections_opened() {
+                        out.push(((f, PHASE_PACKET, 0), Out::Opened));
+                    }
+                    self.attach(evs, &mut out, |_| (f, PHASE_PACKET, 0));
                 }
             }
-            self.flush_sweep(&mut swept, &mut out);
-            if let Some(last) = batch.finish {
-                self.pipe.finish_at(last, &mut evs);
-                self.attach(&mut evs, &mut out, |c| (u64::MAX, PHASE_SWEEP, c.map_or(0, |c| c.first.frame)));
-            }
-            // Kept for reuse, unless a huge record grew it (records reach 64 MiB).
-            if batch.bytes.capacity() > 2 * BATCH_BYTES {
-                batch.bytes = Vec::new();
-            }
-            batch.bytes.clear();
-            batch.blocks.clear();
-            batch.items.clear();
-            if tx.send((out, batch)).is_err() {
-                break;
-            }
         }
-        self.pipe
+        self.flush_sweep(&mut swept, &mut out);
+        if let Some(last) = batch.finish {
+            self.pipe.finish_at(last, evs);
+            self.attach(evs, &mut out, |c| (u64::MAX, PHASE_SWEEP, c.map_or(0, |c| c.first.frame)));
+        }
+        // Kept for reuse, unless a huge record grew it (records reach 64 MiB).
+        if batch.bytes.capacity() > 2 * BATCH_BYTES {
+            batch.bytes = Vec::new();
+        }
+        batch.bytes.clear();
+        batch.blocks.clear();
+        batch.items.clear();
+        self.evs = std::mem::take(evs);
+        (out, batch)
     }
 
     fn flush_sweep(&mut self, swept: &mut Option<(Stamp, Vec<LnetEvent>)>, out: &mut Outs) {
@@ -284,6 +297,70 @@ impl Worker {
                 c = Some(conn.clone());
             }
             out.push((k, Out::Event { ev, conn: c, cp }));
+        }
+    }
+}
+
+/// A worker's outputs for one batch, or `Err` when the worker failed (a bug: it panicked).
+type Result1 = Result<Done, ()>;
+
+/// One share of the connections: its worker and the batches waiting for it, run on the
+/// pool one batch at a time in the order sent (whichever pool thread is free takes the
+/// shard's next batch), its outputs in that order on `done`.
+struct Shard {
+    queue: Mutex<ShardQueue>,
+    done: Sender<Result1>,
+}
+
+struct ShardQueue {
+    /// Out while a pool thread runs a batch; `None` after a failure.
+    worker: Option<Worker>,
+    batches: VecDeque<Batch>,
+    /// A task of the pool runs (or is about to run) this shard's batches.
+    running: bool,
+}
+
+impl Shard {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ShardQueue> {
+        self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues a batch; starts a task on the pool when none runs this shard.
+    fn submit<'s>(&'s self, scope: &rayon::Scope<'s>, batch: Batch) {
+        let mut q = self.lock();
+        q.batches.push_back(batch);
+        if !q.running {
+            q.running = true;
+            scope.spawn(move |_| self.drain());
+        }
+    }
+
+    /// Runs the queued batches until none is left.
+    fn drain(&self) {
+        loop {
+            let (worker, batch) = {
+                let mut q = self.lock();
+                let Some(b) = q.batches.pop_front() else {
+                    q.running = false;
+                    return;
+                };
+                (q.worker.take(), b)
+            };
+            // After a failure the shard stays `running`: nothing more is started for it.
+            let Some(mut w) = worker else { return };
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.process(batch))) {
+                Ok(done) => {
+                    self.lock().worker = Some(w);
+                    if self.done.send(Ok(done)).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => {
+                    self.lock().batches.clear();
+                    let _ = self.done.send(Err(()));
+                    return;
+                }
+            }
         }
     }
 }
@@ -325,12 +402,14 @@ impl Notes {
 impl Merge<'_> {
     /// Merges the oldest set of batches in flight; returns the bytes its outputs held
     /// (the messages with them).
-    fn batch(&mut self, rxs: &[Receiver<Done>]) -> anyhow::Result<usize> {
+    fn batch(&mut self, rxs: &[Receiver<Result1>]) -> anyhow::Result<usize> {
         let mut all: Vec<(Key, usize, Out)> = Vec::new();
         all.extend(self.notes.pop_front().unwrap_or_default().into_iter().map(|(k, o)| (k, 0, o)));
         for (w, rx) in rxs.iter().enumerate() {
-            let (outs, spare) =
-                rx.recv().map_err(|_| anyhow::anyhow!("{}: a worker of the parallel run stopped", self.name))?;
+            let (outs, spare) = rx
+                .recv()
+                .map_err(|_| anyhow::anyhow!("{}: a worker of the parallel run stopped", self.name))?
+                .map_err(|()| anyhow::anyhow!("{}: a worker of the parallel run failed", self.name))?;
             all.extend(outs.into_iter().map(|(k, o)| (k, w, o)));
             self.spare.push(spare);
         }
@@ -379,9 +458,9 @@ impl Merge<'_> {
     }
 }
 
-/// Reads `source` to its end on `workers` worker threads into `pipe` (a new pipeline:
-/// the front's, which absorbs the workers' at the end) and `state`. Returns whether the
-/// source was read to its end.
+/// Reads `source` to its end on `workers` worker threads (a pool running `workers` ×
+/// [`SHARDS_PER_THREAD`] shards) into `pipe` (a new pipeline: the front's, which absorbs
+/// the shards' at the end) and `state`. Returns whether the source was read to its end.
 pub(crate) fn read<S: PacketSource + ?Sized>(
     name: &str,
     source: &mut S,
@@ -392,47 +471,52 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
     workers: usize,
 ) -> anyhow::Result<bool> {
     let cfg = pipe.config().clone();
-    std::thread::scope(|scope| {
-        let mut txs = Vec::new();
-        let mut rxs = Vec::new();
-        let mut handles = Vec::new();
-        for _ in 0..workers {
-            let (tx, rx) = bounded::<Batch>(DEPTH);
-            let (otx, orx) = bounded::<Done>(DEPTH + 1);
-            let w = Worker { pipe: Pipeline::worker(cfg.clone(), workers), cp_given: Vec::new() };
-            handles.push(scope.spawn(move || w.run(rx, otx)));
-            txs.push(tx);
-            rxs.push(orx);
-        }
-        let mut merge = Merge {
-            name,
-            obs,
-            state,
-            sink,
-            ids: vec![Vec::new(); workers],
-            spent: (0..workers).map(|_| Vec::new()).collect(),
-            coarsen: VecDeque::new(),
-            folded: Vec::new(),
-            spare: Vec::new(),
-            notes: VecDeque::new(),
-        };
-        let complete = read_into(name, source, pipe, &txs, &rxs, &mut merge)?;
-        drop(txs);
-        let mut parts = Vec::new();
-        for (h, ids) in handles.into_iter().zip(std::mem::take(&mut merge.ids)) {
-            let p = h.join().map_err(|_| anyhow::anyhow!("{name}: a worker of the parallel run failed"))?;
-            parts.push((p, ids));
-        }
-        let total = parts.iter().map(|(_, ids)| ids.len()).sum();
-        pipe.absorb(parts, total);
-        if !pipe.has_lnet_connections() {
-            let cfg = pipe.config();
-            merge
-                .obs
-                .notice(name, Notice::NoLnet { frames: pipe.frames_seen(), ports: &cfg.ports, detect: cfg.detect });
-        }
-        Ok(complete)
-    })
+    let shards = workers * SHARDS_PER_THREAD;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .thread_name(|i| format!("lnetcap-worker-{i}"))
+        .build()
+        .map_err(|e| anyhow::anyhow!("{name}: cannot start {workers} worker threads: {e}"))?;
+    let mut rxs = Vec::new();
+    let shards: Vec<Shard> = (0..shards)
+        .map(|_| {
+            let (done, rx) = unbounded();
+            rxs.push(rx);
+            let worker = Worker { pipe: Pipeline::worker(cfg.clone(), shards), cp_given: Vec::new(), evs: Vec::new() };
+            Shard {
+                queue: Mutex::new(ShardQueue { worker: Some(worker), batches: VecDeque::new(), running: false }),
+                done,
+            }
+        })
+        .collect();
+    let mut merge = Merge {
+        name,
+        obs,
+        state,
+        sink,
+        ids: vec![Vec::new(); shards.len()],
+        spent: (0..shards.len()).map(|_| Vec::new()).collect(),
+        coarsen: VecDeque::new(),
+        folded: Vec::new(),
+        spare: Vec::new(),
+        notes: VecDeque::new(),
+    };
+    // The reader runs here; the shards' batches on the pool. The scope ends when every
+    // task has (also after an error: the tasks run out their queues).
+    let complete = pool.in_place_scope(|scope| read_into(name, source, pipe, scope, &shards, &rxs, &mut merge))?;
+    let mut parts = Vec::new();
+    for (shard, ids) in shards.into_iter().zip(std::mem::take(&mut merge.ids)) {
+        let q = shard.queue.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let w = q.worker.ok_or_else(|| anyhow::anyhow!("{name}: a worker of the parallel run failed"))?;
+        parts.push((w.pipe, ids));
+    }
+    let total = parts.iter().map(|(_, ids)| ids.len()).sum();
+    pipe.absorb(parts, total);
+    if !pipe.has_lnet_connections() {
+        let cfg = pipe.config();
+        merge.obs.notice(name, Notice::NoLnet { frames: pipe.frames_seen(), ports: &cfg.ports, detect: cfg.detect });
+    }
+    Ok(complete)
 }
 
 /// The sets of batches in flight, and whether the reader must merge the oldest before it
@@ -479,15 +563,16 @@ impl InFlight {
 
 /// The reading loop: packets to batches, batches to the workers, merged behind as
 /// [`InFlight`] says.
-fn read_into<S: PacketSource + ?Sized>(
+fn read_into<'s, S: PacketSource + ?Sized>(
     name: &str,
     source: &mut S,
     pipe: &mut Pipeline,
-    txs: &[Sender<Batch>],
-    rxs: &[Receiver<Done>],
+    scope: &rayon::Scope<'s>,
+    shards: &'s [Shard],
+    rxs: &[Receiver<Result1>],
     merge: &mut Merge<'_>,
 ) -> anyhow::Result<bool> {
-    let n = txs.len();
+    let n = shards.len();
     let mut batches: Vec<Batch> = (0..n).map(|_| Batch::default()).collect();
     let (mut count, mut bytes, mut seen) = (0usize, 0usize, 0u64);
     let mut sets = InFlight::new(size_of::<(Key, Out)>() + size_of::<Message>());
@@ -498,11 +583,10 @@ fn read_into<S: PacketSource + ?Sized>(
     let mut notes = Notes::default();
     let send = |batches: &mut Vec<Batch>, merge: &mut Merge<'_>, notes: &mut Notes| -> anyhow::Result<()> {
         merge.notes.push_back(std::mem::take(&mut notes.list));
-        for ((tx, b), spent) in txs.iter().zip(batches.iter_mut()).zip(merge.spent.iter_mut()) {
+        for ((shard, b), spent) in shards.iter().zip(batches.iter_mut()).zip(merge.spent.iter_mut()) {
             std::mem::swap(&mut b.spent, spent);
             let next = merge.spare.pop().unwrap_or_default();
-            tx.send(std::mem::replace(b, next))
-                .map_err(|_| anyhow::anyhow!("{name}: a worker of the parallel run stopped"))?;
+            shard.submit(scope, std::mem::replace(b, next));
         }
         Ok(())
     };
