@@ -410,6 +410,34 @@ pub struct DecodeSummary {
     pub folded: FoldedConnections,
 }
 
+/// Messages decoded per kind: a handful of names, each a `&'static str` of one table,
+/// found by address before by text (a B-tree of the names compared their bytes for
+/// every message).
+#[derive(Debug, Default)]
+pub(crate) struct KindCounts(Vec<(&'static str, u64)>);
+
+impl KindCounts {
+    pub(crate) fn add(&mut self, kind: &'static str, n: u64) {
+        let at = self
+            .0
+            .iter()
+            .position(|(k, _)| std::ptr::eq(*k, kind))
+            .or_else(|| self.0.iter().position(|(k, _)| *k == kind));
+        match at {
+            Some(i) => self.0[i].1 += n,
+            None => self.0.push((kind, n)),
+        }
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.0.iter().copied()
+    }
+
+    fn map(&self) -> BTreeMap<&'static str, u64> {
+        self.iter().collect()
+    }
+}
+
 /// Packet records in, LNet events out.
 pub struct Pipeline {
     table: FlowTable,
@@ -418,7 +446,7 @@ pub struct Pipeline {
     undecodable: BTreeMap<String, u64>,
     frames: u64,
     last: Stamp,
-    kinds: BTreeMap<&'static str, u64>,
+    kinds: KindCounts,
     /// Added to every timestamp since the last clock step (see `FrameAccounting::clock_steps`).
     clock_offset: i64,
     clock_steps: u64,
@@ -469,7 +497,7 @@ impl Pipeline {
             undecodable: BTreeMap::new(),
             frames: 0,
             last: Stamp::default(),
-            kinds: BTreeMap::new(),
+            kinds: KindCounts::default(),
             clock_offset: 0,
             clock_steps: 0,
             clock_step: None,
@@ -591,7 +619,7 @@ impl Pipeline {
         }
         for ev in &self.dec.out {
             if let LnetEvent::Message(m) = ev {
-                *self.kinds.entry(m.kind()).or_default() += 1;
+                self.kinds.add(m.kind(), 1);
             }
         }
         out.append(&mut self.dec.out);
@@ -734,7 +762,7 @@ impl Pipeline {
         DecodeSummary {
             frames,
             connections,
-            messages_by_kind: self.kinds.clone(),
+            messages_by_kind: self.kinds.map(),
             retired: self.table.retirements().retired,
             folded,
         }
@@ -745,6 +773,17 @@ impl Pipeline {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn test_kind_counts_one_name_at_two_addresses() {
+        // The same text at another address (not the name table's) counts with it.
+        let elsewhere: &'static str = Box::leak(String::from("PUT").into_boxed_str());
+        let mut k = KindCounts::default();
+        k.add(crate::wire::lnet_type_name(crate::wire::consts::LNET_PUT), 1);
+        k.add("ACK", 2);
+        k.add(elsewhere, 3);
+        assert_eq!(k.map(), BTreeMap::from([("ACK", 2), ("PUT", 4)]));
+    }
 
     /// The series bound as first written: a range, a multiplication and saturation
     /// checks on every frame. Returns (interval, doublings) after each timestamp.

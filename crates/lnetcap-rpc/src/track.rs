@@ -281,6 +281,18 @@ struct PeerState {
     open_spans: HashMap<(u32, usize), usize>,
 }
 
+/// `f` on `map[name]` (made with its default if absent): the name is copied only when
+/// it is new (an RPC's opcode name, looked up twice an RPC, is nearly always there).
+fn update<V: Default>(map: &mut BTreeMap<String, V>, name: &str, f: impl FnOnce(&mut V)) {
+    if let Some(v) = map.get_mut(name) {
+        f(v);
+    } else {
+        let mut v = V::default();
+        f(&mut v);
+        map.insert(name.to_owned(), v);
+    }
+}
+
 impl PeerState {
     /// Messages in flight per direction (client → server, server → client).
     fn messages_directions(&self) -> Vec<MessagesDirection> {
@@ -348,17 +360,18 @@ impl PeerState {
             self.rpcs += 1;
             self.bulk_msgs += u64::from(rec.bulk_messages);
             if let Some(l) = rec.client_latency_us {
-                let name = rec.opc_name.clone().unwrap_or_else(|| "unknown".into());
-                let name = if self.opc_latency.len() >= MAX_OPCODES && !self.opc_latency.contains_key(&name) {
-                    "other".to_string()
+                let name = rec.opc_name.as_deref().unwrap_or("unknown");
+                let name = if self.opc_latency.len() >= MAX_OPCODES && !self.opc_latency.contains_key(name) {
+                    "other"
                 } else {
                     name
                 };
-                let q = self.opc_latency.entry(name).or_default();
-                q.0.add(l);
-                if let Some(sv) = rec.phases.server_us {
-                    q.1.add(sv);
-                }
+                update(&mut self.opc_latency, name, |q| {
+                    q.0.add(l);
+                    if let Some(sv) = rec.phases.server_us {
+                        q.1.add(sv);
+                    }
+                });
                 self.latency.add(l);
                 self.latency_hist.tally(l.round() as u64);
             }
@@ -1613,7 +1626,7 @@ impl Tracker {
         let names = (self.nid_name(o.key.0), self.nid_name(o.key.1));
         let rec = o.rec.into_record(o.kind, names, o.client_owd_ns);
         let p = self.peer(o.key.0, o.key.1);
-        *p.by_opc.entry(rec.opc_name.clone().unwrap_or_else(|| "unknown".into())).or_default() += 1;
+        update(&mut p.by_opc, rec.opc_name.as_deref().unwrap_or("unknown"), |n| *n += 1);
         if o.counted_start {
             // The RPC leaves flight when the client has the reply (one one-way delay after
             // the capture point saw its last byte), or, if none was seen, at its last

@@ -133,8 +133,8 @@ impl Pipeline {
         let mut tables = Vec::new();
         let mut decs = Vec::new();
         for (p, ids) in parts {
-            for (k, v) in p.kinds {
-                *self.kinds.entry(k).or_default() += v;
+            for (k, v) in p.kinds.iter() {
+                self.kinds.add(k, v);
             }
             self.other_frames += p.other_frames;
             for (k, v) in p.undecodable {
