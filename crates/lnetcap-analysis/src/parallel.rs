@@ -70,6 +70,10 @@ pub const IN_FLIGHT_BYTES: usize = 8 << 20;
 /// behind (connections hash unevenly: a capture's load is often a few heavy ones) does
 /// not leave a core idle while the others wait for the merge.
 pub const SHARDS_PER_THREAD: usize = 8;
+/// Shares in all at most (unless there are more threads: one each): each costs the merge a
+/// batch and a result per set, and past a few threads the reading thread, not the
+/// balance of the shares, bounds the run.
+pub const MAX_SHARDS: usize = 64;
 
 #[derive(Debug, Clone, Copy)]
 enum Item {
@@ -471,7 +475,7 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
     workers: usize,
 ) -> anyhow::Result<bool> {
     let cfg = pipe.config().clone();
-    let shards = workers * SHARDS_PER_THREAD;
+    let shards = (workers * SHARDS_PER_THREAD).min(MAX_SHARDS.max(workers));
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(workers)
         .thread_name(|i| format!("lnetcap-worker-{i}"))
