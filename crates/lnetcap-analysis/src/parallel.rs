@@ -109,6 +109,9 @@ struct Batch {
     /// The worker's events of earlier batches, merged: the worker, which allocated
     /// them, drops them (see the module's comment).
     spent: Vec<LnetEvent>,
+    /// Tests only: the worker panics on this batch (a bug, as a shard would meet it).
+    #[cfg(test)]
+    fail: bool,
 }
 
 impl Batch {
@@ -204,6 +207,8 @@ struct Worker {
 impl Worker {
     /// Runs one batch: its outputs, and the batch emptied for reuse.
     fn process(&mut self, mut batch: Batch) -> Done {
+        #[cfg(test)]
+        assert!(!batch.fail, "a failing worker (test)");
         let mut evs = std::mem::take(&mut self.evs);
         let evs = &mut evs;
         batch.spent.clear();
@@ -668,6 +673,54 @@ fn read_into<'s, S: PacketSource + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lnetcap_lnet::pipeline::DecodeConfig;
+
+    fn shard() -> (Shard, Receiver<Result1>) {
+        let (done, rx) = unbounded();
+        let worker =
+            Worker { pipe: Pipeline::worker(DecodeConfig::default(), 2), cp_given: Vec::new(), evs: Vec::new() };
+        (
+            Shard {
+                queue: Mutex::new(ShardQueue { worker: Some(worker), batches: VecDeque::new(), running: false }),
+                done,
+            },
+            rx,
+        )
+    }
+
+    /// A batch marked with `k` (its `finish` stamp's frame, which the worker leaves on the
+    /// batch it hands back).
+    fn marked(k: u64, fail: bool) -> Batch {
+        Batch { finish: Some(Stamp { frame: k, ts_ns: 0 }), fail, ..Batch::default() }
+    }
+
+    fn mark(r: Result1) -> Option<u64> {
+        r.ok().and_then(|(_, b)| b.finish).map(|s| s.frame)
+    }
+
+    #[test]
+    fn test_shards_run_their_batches_in_order_and_report_a_failure() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let ((a, ra), (b, rb)) = (shard(), shard());
+        pool.in_place_scope(|scope| {
+            for k in 0..200 {
+                a.submit(scope, marked(k, false));
+                b.submit(scope, marked(k, k == 100));
+            }
+        });
+        // Every batch of the healthy shard, in the order sent.
+        let got: Vec<Option<u64>> = ra.try_iter().map(mark).collect();
+        assert_eq!(got, (0..200).map(Some).collect::<Vec<_>>());
+        // The failing one: its batches up to the failure, then the failure, then nothing.
+        let got: Vec<Result1> = rb.try_iter().collect();
+        assert_eq!(got.len(), 101);
+        assert!(got[100].is_err());
+        assert_eq!(got.into_iter().take(100).map(mark).collect::<Vec<_>>(), (0..100).map(Some).collect::<Vec<_>>());
+        // Its worker is gone; later batches are not run (no task hangs on them).
+        let (qa, qb) = (a.lock(), b.lock());
+        assert!(qb.worker.is_none() && qb.running);
+        assert!(qa.worker.is_some() && !qa.running && qa.batches.is_empty());
+    }
 
     #[test]
     fn test_in_flight_bounds_sets_and_their_estimated_bytes() {
