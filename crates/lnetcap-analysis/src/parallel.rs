@@ -5,7 +5,8 @@
 //! accounting, clock, series bound, link decoding, the sweep schedule), then into the
 //! batch of the shard its unordered 4-tuple hashes to, so that every packet of a
 //! connection, and of a later connection on the same tuple, meets the same flow table.
-//! Shards, [`SHARDS_PER_THREAD`] per worker thread, each own a pipeline for the back
+//! Shards, [`SHARDS_PER_THREAD`] per worker thread ([`MAX_SHARDS`] in all at most, or one
+//! a thread past that), each own a pipeline for the back
 //! (flow table, TCP behaviour, framing) over their share; a rayon pool of N threads
 //! runs them, each shard's batches one at a time in the order sent, whichever thread is
 //! free taking the next shard with a batch waiting ([`Shard`]). With a shard per thread
@@ -27,9 +28,10 @@
 //! its malloc arena's lock).
 //!
 //! What differs: each shard's flow table follows its share of `MAX_OPEN_CONNECTIONS`
-//! (memory stays that of one table), so a capture with more live connections than the
-//! limit retires other connections than the single-threaded run; the report says the limit
-//! was hit either way.
+//! (memory stays that of one table). Connections hash unevenly over the shares, so a
+//! capture whose live connections come within about 15 % of the limit (7 % at 16 shares,
+//! 13 % at 64: three standard deviations of a share's count) may retire connections the
+//! single-threaded run keeps; the report says the limit was hit either way.
 
 use std::collections::VecDeque;
 
@@ -37,7 +39,7 @@ use std::sync::Mutex;
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use lnetcap_capture::{Packet, SharedBlock};
-use lnetcap_lnet::pipeline::Pipeline;
+use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
 use lnetcap_lnet::{LnetEvent, Message};
 use lnetcap_tcp::{CapturePoint, ConnId, Connection, Stamp};
 
@@ -106,8 +108,8 @@ struct Batch {
     blocks: Vec<SharedBlock>,
     items: Vec<Item>,
     finish: Option<Stamp>,
-    /// The worker's events of earlier batches, merged: the worker, which allocated
-    /// them, drops them (see the module's comment).
+    /// The shard's events of earlier batches, merged: dropped on a pool thread, not the
+    /// merging one (see the module's comment).
     spent: Vec<LnetEvent>,
     /// Tests only: the worker panics on this batch (a bug, as a shard would meet it).
     #[cfg(test)]
@@ -330,8 +332,19 @@ struct ShardQueue {
 }
 
 impl Shard {
+    /// A shard of `shards` with a fresh worker; its results go to `done`.
+    fn new(cfg: &DecodeConfig, shards: usize, done: Sender<Result1>) -> Self {
+        let worker = Worker { pipe: Pipeline::worker(cfg.clone(), shards), cp_given: Vec::new(), evs: Vec::new() };
+        Shard { queue: Mutex::new(ShardQueue { worker: Some(worker), batches: VecDeque::new(), running: false }), done }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, ShardQueue> {
         self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Its worker, after the pool is done (`None` when it failed).
+    fn into_worker(self) -> Option<Worker> {
+        self.queue.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).worker
     }
 
     /// Queues a batch; starts a task on the pool when none runs this shard.
@@ -355,8 +368,12 @@ impl Shard {
                 };
                 (q.worker.take(), b)
             };
-            // After a failure the shard stays `running`: nothing more is started for it.
-            let Some(mut w) = worker else { return };
+            // After a failure the shard stays `running`: nothing more is started for it
+            // (and should a batch be taken, the merge hears of the failure again).
+            let Some(mut w) = worker else {
+                let _ = self.done.send(Err(()));
+                return;
+            };
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.process(batch))) {
                 Ok(done) => {
                     self.lock().worker = Some(w);
@@ -374,14 +391,31 @@ impl Shard {
     }
 }
 
+/// A batch back from its shard, its buffers' capacity kept up to twice its part of a set
+/// (a set's packets and copied bytes spread over `shards` shares): the spare and
+/// in-flight batches, up to 17 a share, would otherwise each keep what the largest set of
+/// their share needed (a heavy connection moving between shares grows them all).
+fn trimmed(mut b: Batch, shards: usize) -> Batch {
+    let part = |whole: usize| 2 * whole / shards.max(1) + 64;
+    if b.items.capacity() > part(BATCH_PACKETS) {
+        b.items = Vec::new();
+    }
+    if b.bytes.capacity() > part(BATCH_BYTES) {
+        b.bytes = Vec::new();
+    }
+    b
+}
+
 /// The calling thread's side: connection numbering, the tracker, the sink.
 struct Merge<'a> {
     name: &'a str,
     obs: &'a mut dyn Observer,
     state: &'a mut Rpcs,
     sink: &'a mut dyn Sink,
-    /// Per worker, its connection ids → the run's.
+    /// Per shard, its connection ids → the run's.
     ids: Vec<Vec<u32>>,
+    /// Connections opened so far, in all shards.
+    opened: u32,
     /// Per worker, its events merged since its last batch (see [`Batch::spent`]).
     spent: Vec<Vec<LnetEvent>>,
     /// Series intervals the reader reached, from the frame on.
@@ -420,7 +454,7 @@ impl Merge<'_> {
                 .map_err(|_| anyhow::anyhow!("{}: a worker of the parallel run stopped", self.name))?
                 .map_err(|()| anyhow::anyhow!("{}: a worker of the parallel run failed", self.name))?;
             all.extend(outs.into_iter().map(|(k, o)| (k, w, o)));
-            self.spare.push(spare);
+            self.spare.push(trimmed(spare, rxs.len()));
         }
         let mut held = all.len() * size_of::<(Key, Out)>();
         // Stable: a packet's outputs (and a connection's) come from one worker, in order.
@@ -438,8 +472,8 @@ impl Merge<'_> {
             match o {
                 Out::Notice(text) => self.obs.notice(self.name, Notice::Warning(text)),
                 Out::Opened => {
-                    let next = self.ids.iter().map(Vec::len).sum::<usize>() as u32;
-                    self.ids[w].push(next);
+                    self.ids[w].push(self.opened);
+                    self.opened += 1;
                 }
                 Out::Folded(id) => {
                     self.folded.push(self.ids[w][id as usize]);
@@ -468,7 +502,7 @@ impl Merge<'_> {
 }
 
 /// Reads `source` to its end on `workers` worker threads (a pool running `workers` ×
-/// [`SHARDS_PER_THREAD`] shards) into `pipe` (a new pipeline: the front's, which absorbs
+/// [`SHARDS_PER_THREAD`] shards, at most [`MAX_SHARDS`] or `workers`) into `pipe` (a new pipeline: the front's, which absorbs
 /// the shards' at the end) and `state`. Returns whether the source was read to its end.
 pub(crate) fn read<S: PacketSource + ?Sized>(
     name: &str,
@@ -491,11 +525,7 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
         .map(|_| {
             let (done, rx) = unbounded();
             rxs.push(rx);
-            let worker = Worker { pipe: Pipeline::worker(cfg.clone(), shards), cp_given: Vec::new(), evs: Vec::new() };
-            Shard {
-                queue: Mutex::new(ShardQueue { worker: Some(worker), batches: VecDeque::new(), running: false }),
-                done,
-            }
+            Shard::new(&cfg, shards, done)
         })
         .collect();
     let mut merge = Merge {
@@ -504,6 +534,7 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
         state,
         sink,
         ids: vec![Vec::new(); shards.len()],
+        opened: 0,
         spent: (0..shards.len()).map(|_| Vec::new()).collect(),
         coarsen: VecDeque::new(),
         folded: Vec::new(),
@@ -511,12 +542,17 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
         notes: VecDeque::new(),
     };
     // The reader runs here; the shards' batches on the pool. The scope ends when every
-    // task has (also after an error: the tasks run out their queues).
-    let complete = pool.in_place_scope(|scope| read_into(name, source, pipe, scope, &shards, &rxs, &mut merge))?;
+    // task has (after an error, once the batch each task is running is done).
+    let complete = pool.in_place_scope(|scope| {
+        let r = read_into(name, source, pipe, scope, &shards, &rxs, &mut merge);
+        if r.is_err() {
+            shards.iter().for_each(|s| s.lock().batches.clear());
+        }
+        r
+    })?;
     let mut parts = Vec::new();
     for (shard, ids) in shards.into_iter().zip(std::mem::take(&mut merge.ids)) {
-        let q = shard.queue.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let w = q.worker.ok_or_else(|| anyhow::anyhow!("{name}: a worker of the parallel run failed"))?;
+        let w = shard.into_worker().ok_or_else(|| anyhow::anyhow!("{name}: a worker of the parallel run failed"))?;
         parts.push((w.pipe, ids));
     }
     let total = parts.iter().map(|(_, ids)| ids.len()).sum();
@@ -590,14 +626,13 @@ fn read_into<'s, S: PacketSource + ?Sized>(
     let mut interval = pipe.series_interval_ns();
     let mut read_error = None;
     let mut notes = Notes::default();
-    let send = |batches: &mut Vec<Batch>, merge: &mut Merge<'_>, notes: &mut Notes| -> anyhow::Result<()> {
+    let send = |batches: &mut Vec<Batch>, merge: &mut Merge<'_>, notes: &mut Notes| {
         merge.notes.push_back(std::mem::take(&mut notes.list));
         for ((shard, b), spent) in shards.iter().zip(batches.iter_mut()).zip(merge.spent.iter_mut()) {
             std::mem::swap(&mut b.spent, spent);
             let next = merge.spare.pop().unwrap_or_default();
             shard.submit(scope, std::mem::replace(b, next));
         }
-        Ok(())
     };
     loop {
         seen += 1;
@@ -639,7 +674,7 @@ fn read_into<'s, S: PacketSource + ?Sized>(
         let f = pipe.last_stamp().frame;
         record_warnings(source, pipe, |text| notes.add(f, text));
         if count >= BATCH_PACKETS || bytes >= BATCH_BYTES || held >= SET_HELD_BYTES {
-            send(&mut batches, merge, &mut notes)?;
+            send(&mut batches, merge, &mut notes);
             sets.sent(bytes + held, count);
             (count, bytes, held, last_block) = (0, 0, 0, 0);
             while sets.full() {
@@ -650,7 +685,7 @@ fn read_into<'s, S: PacketSource + ?Sized>(
     }
     let last = pipe.last_stamp();
     batches.iter_mut().for_each(|b| b.finish = Some(last));
-    send(&mut batches, merge, &mut notes)?;
+    send(&mut batches, merge, &mut notes);
     sets.sent(bytes + held, count);
     while sets.len() > 0 {
         let out_bytes = merge.batch(rxs)?;
@@ -673,19 +708,10 @@ fn read_into<'s, S: PacketSource + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lnetcap_lnet::pipeline::DecodeConfig;
 
     fn shard() -> (Shard, Receiver<Result1>) {
         let (done, rx) = unbounded();
-        let worker =
-            Worker { pipe: Pipeline::worker(DecodeConfig::default(), 2), cp_given: Vec::new(), evs: Vec::new() };
-        (
-            Shard {
-                queue: Mutex::new(ShardQueue { worker: Some(worker), batches: VecDeque::new(), running: false }),
-                done,
-            },
-            rx,
-        )
+        (Shard::new(&DecodeConfig::default(), 2, done), rx)
     }
 
     /// A batch marked with `k` (its `finish` stamp's frame, which the worker leaves on the
