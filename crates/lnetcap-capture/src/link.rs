@@ -390,9 +390,69 @@ pub fn decode_packet(linktype: u32, data: &[u8], origlen: u32) -> Decoded<'_> {
     })
 }
 
+/// An IPv4 address in dotted decimal, the text `Ipv4Addr`'s `Display` gives without a
+/// width, written without the formatting machinery: that went through
+/// `Formatter::pad_integral` for each octet, ~1,700 instructions an address, most of
+/// `lnetcap decode`'s cost per message (a NID and a TCP tuple in every JSON line).
+#[derive(Debug, Clone, Copy)]
+pub struct Ipv4Text {
+    buf: [u8; 15],
+    len: u8,
+}
+
+impl Ipv4Text {
+    pub fn new(a: Ipv4Addr) -> Self {
+        let mut buf = [0u8; 15];
+        let mut n = 0;
+        for (i, o) in a.octets().into_iter().enumerate() {
+            if i > 0 {
+                buf[n] = b'.';
+                n += 1;
+            }
+            if o >= 100 {
+                buf[n] = b'0' + o / 100;
+                n += 1;
+            }
+            if o >= 10 {
+                buf[n] = b'0' + o / 10 % 10;
+                n += 1;
+            }
+            buf[n] = b'0' + o % 10;
+            n += 1;
+        }
+        Self { buf, len: n as u8 }
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Digits and dots only: always UTF-8.
+        std::str::from_utf8(&self.buf[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Display for Ipv4Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_ipv4_text_at_the_octets_edges() {
+        for a in ["0.0.0.0", "255.255.255.255", "10.0.1.1", "100.9.10.99", "1.20.199.200"] {
+            assert_eq!(Ipv4Text::new(a.parse().unwrap()).as_str(), a);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn test_ipv4_text_is_std_display(a in proptest::prelude::any::<u32>()) {
+            let a = Ipv4Addr::from(a);
+            proptest::prop_assert_eq!(Ipv4Text::new(a).to_string(), a.to_string());
+        }
+    }
 
     fn ipv4_tcp(payload: &[u8], total_len_override: Option<u16>) -> Vec<u8> {
         let tl = total_len_override.unwrap_or((20 + 20 + payload.len()) as u16);

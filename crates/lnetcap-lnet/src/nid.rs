@@ -4,6 +4,8 @@
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use lnetcap_capture::Ipv4Text;
+
 /// LND type numbers (`nidstr.h`).
 pub mod lnd {
     /// socklnd.
@@ -207,7 +209,7 @@ impl fmt::Display for Nid {
                 if self.lnd == lnd::LO {
                     write!(f, "{a}@")?;
                 } else if lnd_is_ip(self.lnd) {
-                    write!(f, "{}@", Ipv4Addr::from(a))?;
+                    write!(f, "{}@", Ipv4Text::new(Ipv4Addr::from(a)))?;
                 } else if lnd_name(self.lnd).is_some() {
                     write!(f, "{a}@")?;
                 } else {

@@ -51,7 +51,7 @@ pub struct Endpoint {
 impl std::fmt::Display for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.ip {
-            IpAddr::V4(a) => write!(f, "{a}:{}", self.port),
+            IpAddr::V4(a) => write!(f, "{}:{}", lnetcap_capture::Ipv4Text::new(a), self.port),
             IpAddr::V6(a) => write!(f, "[{a}]:{}", self.port),
         }
     }
