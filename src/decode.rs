@@ -10,6 +10,7 @@ use lnetcap_analysis::defaults::ACCEPTOR_PORT;
 use lnetcap_lnet::pipeline::{DecodeConfig, DecodeSummary, Pipeline};
 use lnetcap_lnet::record::{MessageRecord, SCHEMA_VERSION};
 use lnetcap_lnet::LnetEvent;
+use lnetcap_tcp::{ConnId, Dir};
 
 use crate::exit;
 use crate::input::{open, Stderr};
@@ -71,8 +72,9 @@ pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {
             code = exit::INPUT;
             continue;
         };
+        let mut tuples = Tuples::default();
         let run = decode_source(&name, &mut reader, cfg, &mut obs, |pipe, events| {
-            write_events(&mut out, pipe, events, a.format, file)
+            write_events(&mut out, pipe, events, a.format, file, &mut tuples)
         })?;
         if !run.complete {
             code = exit::INPUT;
@@ -85,16 +87,46 @@ pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {
     Ok(code)
 }
 
+/// The text of a connection direction's TCP tuple, for the connections of recent
+/// messages: a few hundred entries by connection number (a message's tuple was formatted
+/// anew for every line). A connection's number and ends never change within a capture.
+#[derive(Default)]
+struct Tuples {
+    slots: Vec<Option<(u32, Dir, String)>>,
+}
+
+impl Tuples {
+    const SLOTS: usize = 256;
+
+    fn get(&mut self, pipe: &Pipeline, conn: ConnId, dir: Dir) -> String {
+        if self.slots.is_empty() {
+            self.slots = vec![None; Self::SLOTS];
+        }
+        // A folded connection has no tuple any more (as without the cache).
+        let Some(c) = pipe.connection(conn) else { return String::new() };
+        let slot = &mut self.slots[(conn.0 as usize * 2 + dir.index()) % Self::SLOTS];
+        match slot {
+            Some((id, d, t)) if *id == conn.0 && *d == dir => t.clone(),
+            _ => {
+                let t = c.tuple(dir);
+                *slot = Some((conn.0, dir, t.clone()));
+                t
+            }
+        }
+    }
+}
+
 fn write_events(
     out: &mut impl Write,
     pipe: &Pipeline,
     events: &mut Vec<LnetEvent>,
     format: Format,
     file: Option<&str>,
+    tuples: &mut Tuples,
 ) -> Result<()> {
     for ev in events.drain(..) {
         let LnetEvent::Message(m) = ev else { continue };
-        let tcp = pipe.connection(m.conn).map(|c| c.tuple(m.dir)).unwrap_or_default();
+        let tcp = tuples.get(pipe, m.conn, m.dir);
         let mut rec = MessageRecord::from_message(&m, tcp);
         rec.file = file.map(str::to_string);
         match format {

@@ -19,15 +19,40 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Hex(pub u64);
 
+/// `0x` and the hex digits of a value, at least `min` (≤ 16) of them: the text of
+/// `format!("0x{v:0min$x}")` without the formatting machinery, which cost a few hundred
+/// instructions an identifier (several in every message `decode` writes).
+struct HexText {
+    buf: [u8; 18],
+    len: u8,
+}
+
+impl HexText {
+    fn new(v: u64, min: usize) -> Self {
+        let digits = (16 - (v.leading_zeros() / 4) as usize).max(min.min(16)).max(1);
+        let mut buf = [0u8; 18];
+        buf[..2].copy_from_slice(b"0x");
+        for (i, b) in buf[2..2 + digits].iter_mut().enumerate() {
+            *b = b"0123456789abcdef"[((v >> (4 * (digits - 1 - i))) & 0xf) as usize];
+        }
+        Self { buf, len: (2 + digits) as u8 }
+    }
+
+    fn as_str(&self) -> &str {
+        // "0x" and hex digits only: always UTF-8.
+        std::str::from_utf8(&self.buf[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
 impl std::fmt::Display for Hex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "0x{:x}", self.0)
+        f.write_str(HexText::new(self.0, 1).as_str())
     }
 }
 
 impl Serialize for Hex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        s.serialize_str(HexText::new(self.0, 1).as_str())
     }
 }
 
@@ -37,13 +62,13 @@ pub struct Hex32(pub u32);
 
 impl std::fmt::Display for Hex32 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "0x{:08x}", self.0)
+        f.write_str(HexText::new(u64::from(self.0), 8).as_str())
     }
 }
 
 impl Serialize for Hex32 {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        s.serialize_str(HexText::new(u64::from(self.0), 8).as_str())
     }
 }
 
@@ -400,5 +425,30 @@ impl MessageRecord {
             kv("header", &"partial");
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn test_hex_text_at_the_edges() {
+        for v in [0, 1, 0xf, 0x10, 0xdead_beef, u64::MAX] {
+            assert_eq!(Hex(v).to_string(), format!("0x{v:x}"));
+        }
+        assert_eq!(Hex32(0).to_string(), "0x00000000");
+        assert_eq!(serde_json::to_string(&Hex32(0xabcd)).unwrap(), "\"0x0000abcd\"");
+    }
+
+    proptest! {
+        #[test]
+        fn test_hex_text_is_std_format(v in any::<u64>(), w in any::<u32>(), shift in 0u32..64) {
+            let v = v >> shift;
+            prop_assert_eq!(Hex(v).to_string(), format!("0x{v:x}"));
+            prop_assert_eq!(serde_json::to_string(&Hex(v)).unwrap(), format!("\"0x{v:x}\""));
+            prop_assert_eq!(Hex32(w).to_string(), format!("0x{w:08x}"));
+        }
     }
 }
