@@ -90,18 +90,20 @@ pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {
 /// The text of a connection direction's TCP tuple, for the connections of recent
 /// messages: a few hundred entries by connection number (a message's tuple was formatted
 /// anew for every line). A connection's number and ends never change within a capture.
-#[derive(Default)]
 struct Tuples {
     slots: Vec<Option<(u32, Dir, String)>>,
+}
+
+impl Default for Tuples {
+    fn default() -> Self {
+        Self { slots: vec![None; Self::SLOTS] }
+    }
 }
 
 impl Tuples {
     const SLOTS: usize = 256;
 
     fn get(&mut self, pipe: &Pipeline, conn: ConnId, dir: Dir) -> String {
-        if self.slots.is_empty() {
-            self.slots = vec![None; Self::SLOTS];
-        }
         // A folded connection has no tuple any more (as without the cache).
         let Some(c) = pipe.connection(conn) else { return String::new() };
         let slot = &mut self.slots[(conn.0 as usize * 2 + dir.index()) % Self::SLOTS];

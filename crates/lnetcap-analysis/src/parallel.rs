@@ -268,10 +268,7 @@ impl Worker {
             self.pipe.finish_at(last, evs);
             self.attach(evs, &mut out, |c| (u64::MAX, PHASE_SWEEP, c.map_or(0, |c| c.first.frame)));
         }
-        // Kept for reuse, unless a huge record grew it (records reach 64 MiB).
-        if batch.bytes.capacity() > 2 * BATCH_BYTES {
-            batch.bytes = Vec::new();
-        }
+        // Emptied for reuse (the merge trims what a large set or a huge record grew: `trimmed`).
         batch.bytes.clear();
         batch.blocks.clear();
         batch.items.clear();
@@ -394,7 +391,8 @@ impl Shard {
 /// A batch back from its shard, its buffers' capacity kept up to twice its part of a set
 /// (a set's packets and copied bytes spread over `shards` shares): the spare and
 /// in-flight batches, up to 17 a share, would otherwise each keep what the largest set of
-/// their share needed (a heavy connection moving between shares grows them all).
+/// their share needed (a heavy connection moving between shares grows them all, a huge
+/// record, up to 64 MiB, its own).
 fn trimmed(mut b: Batch, shards: usize) -> Batch {
     let part = |whole: usize| 2 * whole / shards.max(1) + 64;
     if b.items.capacity() > part(BATCH_PACKETS) {

@@ -646,7 +646,7 @@ impl Tracker {
     /// either direction (an LNet ping or push from the server, say) belong to the pair the
     /// first RPC or message between the two NIDs named (client, server).
     fn peer_key(&self, a: Nid, b: Nid) -> (Nid, Nid) {
-        if let Some(m) = self.peer_memo.filter(|m| m.asked == (a, b) && m.pairs == self.peers.len()) {
+        if let Some(m) = self.memo_for((a, b)) {
             return m.key;
         }
         if !self.peers.contains_key(&(a, b)) && self.peers.contains_key(&(b, a)) {
@@ -654,6 +654,11 @@ impl Tracker {
         } else {
             (a, b)
         }
+    }
+
+    /// The memo of the last question, if it was `asked` and no pair was added since.
+    fn memo_for(&self, asked: (Nid, Nid)) -> Option<PeerMemo> {
+        self.peer_memo.filter(|m| m.asked == asked && m.pairs == self.peers.len())
     }
 
     /// A NID's text form, from the cache of [`MAX_NID_NAMES`].
@@ -673,10 +678,8 @@ impl Tracker {
     /// under is remembered for the next call with the same NIDs (a message asks several
     /// times): it depends only on which pairs exist, and pairs are only ever added.
     fn peer(&mut self, client: Nid, server: Nid) -> &mut PeerState {
-        let at = match self.peer_memo {
-            Some(PeerMemo { asked, at, overflow, pairs, .. })
-                if asked == (client, server) && pairs == self.peers.len() =>
-            {
+        let at = match self.memo_for((client, server)) {
+            Some(PeerMemo { at, overflow, .. }) => {
                 if overflow {
                     self.overflow_uses += 1;
                 }
