@@ -11,6 +11,8 @@ use crate::perf::{ConnPerf, DirPerf, SegInfo};
 use crate::stream::{HalfStats, StreamHalf};
 use crate::{Stamp, StreamEvent, StreamSink};
 
+mod v4cache;
+
 /// Index of a connection in the table: connections are numbered 0, 1, 2, ... in the order
 /// of their first captured packet, so ids are stable for a given capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -323,6 +325,8 @@ pub struct FlowTable {
     retirements: Retirements,
     acceptor_ports: Vec<u16>,
     last_key: Option<(ConnKey, u32)>,
+    /// IPv4 tuples → slots, in front of `map` (which it never contradicts).
+    v4: v4cache::V4Cache,
     /// Interval of the per-connection loop (RTT) series, ns.
     series_ns: i64,
     /// Analyse TCP behaviour (RTT, flight, retransmissions); off for a pure decode.
@@ -357,6 +361,7 @@ impl FlowTable {
             retirements: Retirements::default(),
             acceptor_ports: acceptor_ports.to_vec(),
             last_key: None,
+            v4: v4cache::V4Cache::default(),
             series_ns: crate::perf::DEFAULT_SERIES_NS,
             perf_on: true,
             waiting: Vec::new(),
@@ -607,6 +612,7 @@ impl FlowTable {
         let key = ConnKey::of(slot.info.endpoints[0], slot.info.endpoints[1]);
         if self.map.get(&key) == Some(&i) {
             self.map.remove(&key);
+            self.v4.forget(slot.info.endpoints[0], slot.info.endpoints[1]);
         }
         if sink.on_retire(&slot.info) {
             self.retirements.folded += 1;
@@ -622,14 +628,22 @@ impl FlowTable {
     }
 
     fn lookup(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> u32 {
-        let key = ConnKey::of(
-            Endpoint { ip: seg.ip.src, port: seg.src_port },
-            Endpoint { ip: seg.ip.dst, port: seg.dst_port },
-        );
-        let mut idx = match self.last_key {
-            Some((k, i)) if k == key => Some(i),
-            _ => self.map.get(&key).copied(),
-        };
+        let (src, dst) =
+            (Endpoint { ip: seg.ip.src, port: seg.src_port }, Endpoint { ip: seg.ip.dst, port: seg.dst_port });
+        let fast = v4cache::key(src, dst);
+        let mut idx = fast.and_then(|k| self.v4.get(k));
+        if idx.is_none() {
+            let key = ConnKey::of(src, dst);
+            idx = match self.last_key {
+                Some((k, i)) if k == key => Some(i),
+                _ => self.map.get(&key).copied(),
+            };
+            match (fast, idx) {
+                (Some(k), Some(i)) => self.v4.set(k, i),
+                (None, Some(i)) => self.last_key = Some((key, i)),
+                _ => {}
+            }
+        }
         // A fresh SYN on a tuple whose connection ended (or whose stream has moved on)
         // starts a new connection: port reuse.
         if let Some(i) = idx {
@@ -643,15 +657,22 @@ impl FlowTable {
                 }
             }
         }
-        let i = match idx {
+        match idx {
             Some(i) => i,
-            None => {
-                self.make_room(stamp, sink);
-                let i = self.new_slot(seg, stamp, sink);
-                self.map.insert(key, i);
-                i
-            }
-        };
+            None => self.open(seg, stamp, sink),
+        }
+    }
+
+    /// A new connection for the segment's tuple (which the map then gives).
+    #[inline(never)]
+    fn open(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> u32 {
+        let (src, dst) =
+            (Endpoint { ip: seg.ip.src, port: seg.src_port }, Endpoint { ip: seg.ip.dst, port: seg.dst_port });
+        self.make_room(stamp, sink);
+        let i = self.new_slot(seg, stamp, sink);
+        let key = ConnKey::of(src, dst);
+        self.map.insert(key, i);
+        self.v4.forget(src, dst);
         self.last_key = Some((key, i));
         i
     }
@@ -815,6 +836,7 @@ impl FlowTable {
         }
         out.slots = slots;
         out.map.clear();
+        out.v4.clear();
         out.waiting.clear();
         out.last_key = None;
         out.live_ids.clear();
