@@ -627,45 +627,61 @@ impl FlowTable {
         self.spare = Some(slot);
     }
 
-    fn lookup(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> u32 {
-        let (src, dst) =
-            (Endpoint { ip: seg.ip.src, port: seg.src_port }, Endpoint { ip: seg.ip.dst, port: seg.dst_port });
-        let fast = v4cache::key(src, dst);
-        let mut idx = fast.and_then(|k| self.v4.get(k));
-        if idx.is_none() {
-            let key = ConnKey::of(src, dst);
-            idx = match self.last_key {
-                Some((k, i)) if k == key => Some(i),
-                _ => self.map.get(&key).copied(),
-            };
-            match (fast, idx) {
-                (Some(k), Some(i)) => self.v4.set(k, i),
-                (None, Some(i)) => self.last_key = Some((key, i)),
-                _ => {}
-            }
+    /// The segment's connection (opened if new) and direction.
+    fn lookup(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> (u32, Dir) {
+        let fast = v4cache::key_of(seg);
+        let mut found = fast.and_then(|k| self.v4.get(k));
+        if found.is_none() {
+            found = self.lookup_map(seg, fast);
         }
         // A fresh SYN on a tuple whose connection ended (or whose stream has moved on)
         // starts a new connection: port reuse.
-        if let Some(i) = idx {
+        if let Some((i, _)) = found {
             let Some(slot) = self.slot(i) else { unreachable!("the map holds live connections only") };
             if seg.flags.syn() && !seg.flags.ack() {
                 let h = &slot.halves[Dir::FromActive.index()];
                 let same_syn = h.syn_seen() && h.base_seq() == seg.seq.wrapping_add(1);
                 let ended = slot.closed.iter().any(|c| *c) || slot.info.reset;
                 if !same_syn && (ended || h.started()) {
-                    idx = None;
+                    found = None;
                 }
             }
         }
-        match idx {
-            Some(i) => i,
+        match found {
+            Some(f) => f,
             None => self.open(seg, stamp, sink),
+        }
+    }
+
+    /// [`FlowTable::lookup`] through the map (and the `last_key` memo), caching an IPv4
+    /// tuple's answer.
+    fn lookup_map(&mut self, seg: &TcpSegment<'_>, fast: Option<[u32; 3]>) -> Option<(u32, Dir)> {
+        let (src, dst) =
+            (Endpoint { ip: seg.ip.src, port: seg.src_port }, Endpoint { ip: seg.ip.dst, port: seg.dst_port });
+        let key = ConnKey::of(src, dst);
+        let i = match self.last_key {
+            Some((k, i)) if k == key => i,
+            _ => *self.map.get(&key)?,
+        };
+        let dir = self.dir_of(i, src);
+        match fast {
+            Some(k) => self.v4.set(k, i, dir),
+            None => self.last_key = Some((key, i)),
+        }
+        Some((i, dir))
+    }
+
+    /// The direction of a segment from `src` on live connection `i`.
+    fn dir_of(&self, i: u32, src: Endpoint) -> Dir {
+        match self.slot(i) {
+            Some(s) if s.info.endpoints[0] != src => Dir::FromPassive,
+            _ => Dir::FromActive,
         }
     }
 
     /// A new connection for the segment's tuple (which the map then gives).
     #[inline(never)]
-    fn open(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> u32 {
+    fn open(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> (u32, Dir) {
         let (src, dst) =
             (Endpoint { ip: seg.ip.src, port: seg.src_port }, Endpoint { ip: seg.ip.dst, port: seg.dst_port });
         self.make_room(stamp, sink);
@@ -674,7 +690,7 @@ impl FlowTable {
         self.map.insert(key, i);
         self.v4.forget(src, dst);
         self.last_key = Some((key, i));
-        i
+        (i, self.dir_of(i, src))
     }
 
     /// Processes one TCP segment.
@@ -682,12 +698,10 @@ impl FlowTable {
         if !self.sweep_told && SweepClock::due(&mut self.next_sweep_ns, stamp.ts_ns) {
             self.sweep(stamp.ts_ns, sink);
         }
-        let i = self.lookup(seg, stamp, sink);
+        let (i, dir) = self.lookup(seg, stamp, sink);
         let perf_on = self.perf_on;
         let slot = self.slot_mut(i);
         slot.info.last = stamp;
-        let src = Endpoint { ip: seg.ip.src, port: seg.src_port };
-        let dir = if src == slot.info.endpoints[0] { Dir::FromActive } else { Dir::FromPassive };
         let outcome = SegmentOutcome { conn: slot.info.id, dir, ignored: slot.ignored };
         slot.halves[dir.index()].stats.segments += 1;
         if slot.ignored {

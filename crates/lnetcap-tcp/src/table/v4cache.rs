@@ -9,14 +9,17 @@
 
 use std::net::IpAddr;
 
-use super::Endpoint;
+use lnetcap_capture::TcpSegment;
+
+use super::{Dir, Endpoint};
 
 /// Entries (a power of two): 16 bytes each, 16 KiB a table.
 const ENTRIES: usize = 1024;
 /// An entry's slot word when it holds nothing.
 const EMPTY: u32 = u32::MAX;
 
-/// The cache: `[source address, destination address, ports, slot]` per entry.
+/// The cache: `[source address, destination address, ports, slot × 2 + direction]` per
+/// entry (direction 1: from the passive side).
 pub(super) struct V4Cache(Box<[[u32; 4]]>);
 
 impl Default for V4Cache {
@@ -36,6 +39,17 @@ pub(super) fn key(src: Endpoint, dst: Endpoint) -> Option<[u32; 3]> {
     }
 }
 
+/// [`key`] of a segment's tuple, read from the segment.
+#[inline]
+pub(super) fn key_of(seg: &TcpSegment<'_>) -> Option<[u32; 3]> {
+    match (seg.ip.src, seg.ip.dst) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => {
+            Some([a.to_bits(), b.to_bits(), (u32::from(seg.src_port) << 16) | u32::from(seg.dst_port)])
+        }
+        _ => None,
+    }
+}
+
 #[inline]
 fn index(k: [u32; 3]) -> usize {
     let x = ((u64::from(k[0]) << 32) | u64::from(k[1])) ^ u64::from(k[2]).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -43,17 +57,21 @@ fn index(k: [u32; 3]) -> usize {
 }
 
 impl V4Cache {
-    /// The slot cached for the tuple `k`.
+    /// The slot and direction cached for the tuple `k`.
     #[inline]
-    pub(super) fn get(&self, k: [u32; 3]) -> Option<u32> {
+    pub(super) fn get(&self, k: [u32; 3]) -> Option<(u32, Dir)> {
         let e = &self.0[index(k)];
-        (e[..3] == k && e[3] != EMPTY).then_some(e[3])
+        (e[..3] == k && e[3] != EMPTY)
+            .then(|| (e[3] >> 1, if e[3] & 1 == 0 { Dir::FromActive } else { Dir::FromPassive }))
     }
 
-    /// Caches slot `i` for the tuple `k` (whatever the entry held goes).
+    /// Caches slot `i` and direction `dir` for the tuple `k` (whatever the entry held
+    /// goes); a slot number of 2^31 - 1 or more is not cached.
     #[inline]
-    pub(super) fn set(&mut self, k: [u32; 3], i: u32) {
-        self.0[index(k)] = [k[0], k[1], k[2], i];
+    pub(super) fn set(&mut self, k: [u32; 3], i: u32, dir: Dir) {
+        if i < (EMPTY >> 1) {
+            self.0[index(k)] = [k[0], k[1], k[2], (i << 1) | dir.index() as u32];
+        }
     }
 
     /// Forgets both directions of the connection between `a` and `b`.
@@ -89,14 +107,19 @@ mod tests {
         let (a, b) = (ep(0x0a00_0001, 1023), ep(0x0a00_0002, 988));
         let (ka, kb) = (key(a, b).unwrap(), key(b, a).unwrap());
         assert_eq!(c.get(ka), None);
-        c.set(ka, 7);
-        c.set(kb, 7);
-        assert_eq!((c.get(ka), c.get(kb)), (Some(7), Some(7)));
+        c.set(ka, 7, Dir::FromActive);
+        c.set(kb, 7, Dir::FromPassive);
+        assert_eq!((c.get(ka), c.get(kb)), (Some((7, Dir::FromActive)), Some((7, Dir::FromPassive))));
         // Another tuple, even one sharing the entry, is not answered by it.
         assert_eq!(c.get(key(a, ep(0x0a00_0003, 988)).unwrap()), None);
         c.forget(b, a);
         assert_eq!((c.get(ka), c.get(kb)), (None, None));
-        c.set(ka, 9);
+        c.set(ka, 9, Dir::FromActive);
+        // The largest slot numbers are not cached (the word holds the slot twice over).
+        c.set(kb, EMPTY >> 1, Dir::FromPassive);
+        assert_eq!(c.get(kb), None);
+        c.set(kb, (EMPTY >> 1) - 1, Dir::FromPassive);
+        assert_eq!(c.get(kb), Some(((EMPTY >> 1) - 1, Dir::FromPassive)));
         c.clear();
         assert_eq!(c.get(ka), None);
         let v6 = Endpoint { ip: "::1".parse().unwrap(), port: 988 };
@@ -109,26 +132,32 @@ mod tests {
         let base = key(ep(1, 2), ep(3, 4)).unwrap();
         // Find another tuple with the same entry.
         let other = (5u32..).map(|x| key(ep(x, 2), ep(3, 4)).unwrap()).find(|k| index(*k) == index(base)).unwrap();
-        c.set(base, 1);
-        c.set(other, 2);
-        assert_eq!((c.get(base), c.get(other)), (None, Some(2)));
+        c.set(base, 1, Dir::FromActive);
+        c.set(other, 2, Dir::FromActive);
+        assert_eq!((c.get(base), c.get(other)), (None, Some((2, Dir::FromActive))));
     }
 
     /// Events of a table's sink, and whether it folds what the table retires.
     #[derive(Default)]
-    struct Log(Vec<(u32, crate::Dir, i64, String)>, bool);
+    struct Log(Vec<(u32, Dir, i64, String)>, bool);
 
     impl crate::StreamSink for Log {
         fn on_open(&mut self, c: &crate::Connection) -> crate::Verdict {
-            self.0.push((c.id.0, crate::Dir::FromActive, 0, format!("open {:?}", c.endpoints)));
+            self.0.push((c.id.0, Dir::FromActive, 0, format!("open {:?}", c.endpoints)));
             crate::Verdict::Follow
         }
-        fn on_event(&mut self, c: &crate::Connection, d: crate::Dir, st: crate::Stamp, ev: crate::StreamEvent<'_>) -> crate::Verdict {
+        fn on_event(
+            &mut self,
+            c: &crate::Connection,
+            d: Dir,
+            st: crate::Stamp,
+            ev: crate::StreamEvent<'_>,
+        ) -> crate::Verdict {
             self.0.push((c.id.0, d, st.ts_ns, format!("{ev:?}")));
             crate::Verdict::Follow
         }
         fn on_retire(&mut self, c: &crate::Connection) -> bool {
-            self.0.push((c.id.0, crate::Dir::FromActive, 0, "retire".into()));
+            self.0.push((c.id.0, Dir::FromActive, 0, "retire".into()));
             self.1
         }
     }
