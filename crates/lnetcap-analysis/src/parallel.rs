@@ -5,8 +5,8 @@
 //! accounting, clock, series bound, link decoding, the sweep schedule), then into the
 //! batch of the shard its unordered 4-tuple hashes to, so that every packet of a
 //! connection, and of a later connection on the same tuple, meets the same flow table.
-//! Shards, [`SHARDS_PER_THREAD`] per worker thread ([`MAX_SHARDS`] in all at most, or one
-//! a thread past that), each own a pipeline for the back
+//! Shards, [`SHARDS_PER_THREAD`] per worker thread ([`MAX_SHARDS`] in all at most), each
+//! holding whole partitions of the connection limit, own a pipeline for the back
 //! (flow table, TCP behaviour, framing) over their share; a rayon pool of N threads
 //! runs them, each shard's batches one at a time in the order sent, whichever thread is
 //! free taking the next shard with a batch waiting ([`Shard`]). With a shard per thread
@@ -27,11 +27,11 @@
 //! one (a message freed by the merging thread made the workers' allocations wait on
 //! its malloc arena's lock).
 //!
-//! What differs: each shard's flow table follows its share of `MAX_OPEN_CONNECTIONS`
-//! (memory stays that of one table). Connections hash unevenly over the shares, so a
-//! capture whose live connections come within about 15 % of the limit (7 % at 16 shares,
-//! 13 % at 64: three standard deviations of a share's count) may retire connections the
-//! single-threaded run keeps; the report says the limit was hit either way.
+//! The connection limit (`MAX_OPEN_CONNECTIONS`) is kept per partition of the
+//! connections (`CONNECTION_PARTITIONS`, by the same 4-tuple hash as the route), by
+//! whichever table holds the partition: a shard holds whole partitions, so a parallel run
+//! retires the connections a one-thread run retires, and its memory stays that of one
+//! table.
 
 use std::collections::VecDeque;
 
@@ -41,7 +41,7 @@ use crossbeam_channel::{unbounded, Receiver, Sender};
 use lnetcap_capture::{Packet, SharedBlock};
 use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
 use lnetcap_lnet::{LnetEvent, Message};
-use lnetcap_tcp::{CapturePoint, ConnId, Connection, Stamp};
+use lnetcap_tcp::{partition_of, CapturePoint, ConnId, Connection, Stamp};
 
 use crate::analysis::{Rpcs, Sink};
 use crate::drive::{packet_warnings, record_warnings, warnings, Notice, Observer, PROGRESS_EVERY_PACKETS};
@@ -72,10 +72,11 @@ pub const IN_FLIGHT_BYTES: usize = 8 << 20;
 /// behind (connections hash unevenly: a capture's load is often a few heavy ones) does
 /// not leave a core idle while the others wait for the merge.
 pub const SHARDS_PER_THREAD: usize = 8;
-/// Shares in all at most (unless there are more threads: one each): each costs the merge a
-/// batch and a result per set, and past a few threads the reading thread, not the
-/// balance of the shares, bounds the run.
-pub const MAX_SHARDS: usize = 64;
+/// Shares in all at most: each costs the merge a batch and a result per set, and past a
+/// few threads the reading thread, not the balance of the shares, bounds the run. As
+/// many as the partitions of the connection limit, which shares hold whole (more
+/// threads than this find no share to run).
+pub const MAX_SHARDS: usize = lnetcap_tcp::limits::CONNECTION_PARTITIONS;
 
 #[derive(Debug, Clone, Copy)]
 enum Item {
@@ -159,12 +160,12 @@ impl Batch {
     }
 }
 
-/// The worker of `n` a route goes to: `route % n`, without a 64-bit division when `n` is a
-/// power of two (the usual core count; one division a packet was a tenth of routing).
-#[inline]
-fn worker_of(route: u64, n: usize) -> usize {
-    let n = n as u64;
-    (if n.is_power_of_two() { route & (n - 1) } else { route % n }) as usize
+/// The share of each partition of the connection limit, of `n` shares: partition % n,
+/// so that a share holds whole partitions, read from a table (one division a packet was
+/// a tenth of routing).
+fn share_table(n: usize) -> [u8; MAX_SHARDS] {
+    const { assert!(MAX_SHARDS <= 256) };
+    std::array::from_fn(|p| (p % n.clamp(1, MAX_SHARDS)) as u8)
 }
 
 /// Where a worker's output goes in the capture: (frame, phase, sub).
@@ -329,9 +330,9 @@ struct ShardQueue {
 }
 
 impl Shard {
-    /// A shard of `shards` with a fresh worker; its results go to `done`.
-    fn new(cfg: &DecodeConfig, shards: usize, done: Sender<Result1>) -> Self {
-        let worker = Worker { pipe: Pipeline::worker(cfg.clone(), shards), cp_given: Vec::new(), evs: Vec::new() };
+    /// A shard with a fresh worker; its results go to `done`.
+    fn new(cfg: &DecodeConfig, done: Sender<Result1>) -> Self {
+        let worker = Worker { pipe: Pipeline::worker(cfg.clone()), cp_given: Vec::new(), evs: Vec::new() };
         Shard { queue: Mutex::new(ShardQueue { worker: Some(worker), batches: VecDeque::new(), running: false }), done }
     }
 
@@ -512,7 +513,7 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
     workers: usize,
 ) -> anyhow::Result<bool> {
     let cfg = pipe.config().clone();
-    let shards = (workers * SHARDS_PER_THREAD).min(MAX_SHARDS.max(workers));
+    let shards = (workers * SHARDS_PER_THREAD).min(MAX_SHARDS);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(workers)
         .thread_name(|i| format!("lnetcap-worker-{i}"))
@@ -523,7 +524,7 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
         .map(|_| {
             let (done, rx) = unbounded();
             rxs.push(rx);
-            Shard::new(&cfg, shards, done)
+            Shard::new(&cfg, done)
         })
         .collect();
     let mut merge = Merge {
@@ -616,6 +617,7 @@ fn read_into<'s, S: PacketSource + ?Sized>(
     merge: &mut Merge<'_>,
 ) -> anyhow::Result<bool> {
     let n = shards.len();
+    let share_of = share_table(n);
     let mut batches: Vec<Batch> = (0..n).map(|_| Batch::default()).collect();
     let (mut count, mut bytes, mut seen) = (0usize, 0usize, 0u64);
     let mut sets = InFlight::new(size_of::<(Key, Out)>() + size_of::<Message>());
@@ -652,7 +654,7 @@ fn read_into<'s, S: PacketSource + ?Sized>(
                     batches.iter_mut().for_each(|b| b.items.push(Item::Sweep(front.stamp)));
                 }
                 if let Some(route) = front.route {
-                    match batches[worker_of(route, n)].add(front.stamp, &pkt) {
+                    match batches[usize::from(share_of[partition_of(route)])].add(front.stamp, &pkt) {
                         Some((at, len)) if at != last_block => (held, last_block) = (held + len, at),
                         Some(_) => {}
                         None => bytes += pkt.data.len(),
@@ -709,7 +711,7 @@ mod tests {
 
     fn shard() -> (Shard, Receiver<Result1>) {
         let (done, rx) = unbounded();
-        (Shard::new(&DecodeConfig::default(), 2, done), rx)
+        (Shard::new(&DecodeConfig::default(), done), rx)
     }
 
     /// A batch marked with `k` (its `finish` stamp's frame, which the worker leaves on the

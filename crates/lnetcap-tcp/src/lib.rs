@@ -34,8 +34,8 @@ mod table;
 
 pub use stream::{HalfStats, StreamHalf};
 pub use table::{
-    ActiveRule, CapturePoint, ConnId, ConnKey, Connection, Dir, Endpoint, FlowTable, Retirements, SegmentOutcome,
-    SweepClock, Verdict,
+    partition_of, ActiveRule, CapturePoint, ConnId, ConnKey, Connection, Dir, Endpoint, FlowTable, Retirements,
+    SegmentOutcome, SweepClock, Verdict,
 };
 
 /// Why bytes of a stream are missing.

@@ -1,17 +1,21 @@
 //! The flow table: 4-tuple → connection, with the two half-streams of each.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 
 use lnetcap_capture::TcpSegment;
 
-use crate::limits::{MAX_HOLE_WAIT_NS, MAX_OPEN_CONNECTIONS};
+use crate::limits::{CONNECTION_PARTITIONS, MAX_HOLE_WAIT_NS, MAX_OPEN_CONNECTIONS};
 use crate::perf::{ConnPerf, DirPerf, SegInfo};
 use crate::stream::{HalfStats, StreamHalf};
 use crate::{Stamp, StreamEvent, StreamSink};
 
+mod rooms;
 mod v4cache;
+
+pub use rooms::partition_of;
+use rooms::Room;
 
 /// Index of a connection in the table: connections are numbered 0, 1, 2, ... in the order
 /// of their first captured packet, so ids are stable for a given capture.
@@ -218,6 +222,8 @@ struct Slot {
     closed: [bool; 2],
     /// In `FlowTable::waiting` (a half holds bytes beyond a hole).
     waiting: bool,
+    /// Its partition of the connection limit (index in `FlowTable::rooms`).
+    room: u16,
 }
 
 /// A connection the table no longer follows: retired to make room (see
@@ -311,15 +317,11 @@ pub struct FlowTable {
     slots: Vec<Entry>,
     /// Entries that are [`Entry::Live`].
     live: usize,
-    /// Most live connections before the idlest are retired.
-    max_open: usize,
-    /// Ids of the live connections, and of some retired since `choose_idle` last pruned
-    /// it (at most the candidates it chose): bounded by `max_open` and one eighth more.
-    live_ids: Vec<u32>,
-    /// The idlest live connections when they were last chosen, least recent first, as
-    /// (frame of their latest packet then, id): retired one by one as new connections
-    /// need room (see [`FlowTable::make_room`]); at most an eighth of `max_open`.
-    retire_next: VecDeque<(u64, u32)>,
+    /// The partitions of the connection limit ([`CONNECTION_PARTITIONS`], or one with
+    /// [`FlowTable::with_max_open`]), each with its live connections and candidates.
+    rooms: Vec<Room>,
+    /// Most live connections of a partition before its idlest are retired.
+    room_max: usize,
     /// The box of the connection retired last, for the next connection to open in.
     spare: Option<Box<Slot>>,
     retirements: Retirements,
@@ -354,9 +356,8 @@ impl FlowTable {
             map: HashMap::default(),
             slots: Vec::new(),
             live: 0,
-            max_open: MAX_OPEN_CONNECTIONS,
-            live_ids: Vec::new(),
-            retire_next: VecDeque::new(),
+            rooms: (0..CONNECTION_PARTITIONS).map(|_| Room::default()).collect(),
+            room_max: MAX_OPEN_CONNECTIONS / CONNECTION_PARTITIONS,
             spare: None,
             retirements: Retirements::default(),
             acceptor_ports: acceptor_ports.to_vec(),
@@ -415,10 +416,21 @@ impl FlowTable {
         }
     }
 
-    /// Sets the most connections followed at once (default [`MAX_OPEN_CONNECTIONS`]).
+    /// Sets the most connections followed at once, in one partition (by default
+    /// [`MAX_OPEN_CONNECTIONS`] in [`CONNECTION_PARTITIONS`] partitions).
     pub fn with_max_open(mut self, n: usize) -> Self {
-        self.max_open = n.max(8);
+        self.rooms = vec![Room::default()];
+        self.room_max = n.max(8);
         self
+    }
+
+    /// The partition a connection between `a` and `b` belongs to.
+    fn room_of(&self, a: Endpoint, b: Endpoint) -> usize {
+        if self.rooms.len() == 1 {
+            0
+        } else {
+            partition_of(ConnKey::route(a, b))
+        }
     }
 
     /// Connections retired to make room so far.
@@ -493,7 +505,7 @@ impl FlowTable {
     }
 
     #[inline(never)]
-    fn new_slot(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> u32 {
+    fn new_slot(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, room: usize, sink: &mut impl StreamSink) -> u32 {
         let src = Endpoint { ip: seg.ip.src, port: seg.src_port };
         let dst = Endpoint { ip: seg.ip.dst, port: seg.dst_port };
         let (active, rule) = if seg.flags.syn() {
@@ -526,6 +538,7 @@ impl FlowTable {
             ignored: verdict == Verdict::Ignore,
             closed: [false; 2],
             waiting: false,
+            room: room as u16,
         };
         let boxed = match self.spare.take() {
             Some(mut b) => {
@@ -535,23 +548,23 @@ impl FlowTable {
             None => Box::new(slot),
         };
         self.slots.push(Entry::Live(boxed));
-        self.live_ids.push(id);
+        self.rooms[room].opened(id);
         id
     }
 
-    /// At [`FlowTable::with_max_open`] live connections, retires one to make room: the
-    /// idlest of the candidates [`FlowTable::choose_idle`] chose last (the idlest eighth
-    /// of the live connections, least recent packet first), skipping those that carried a
-    /// packet since; a retired connection's streams are flushed as at the end of the
-    /// capture, the sink decides whether it is folded, and its tuple is forgotten (a later
-    /// packet opens a new connection, as a capture that starts mid-stream would). One
-    /// connection retired per connection opened, not an eighth at once: what the retired
-    /// one frees, the new one takes. Thousands of frees then thousands of allocations
-    /// overflowed the allocator's per-thread caches and, in a parallel run's workers, took
-    /// its arena lock each time.
-    fn make_room(&mut self, now: Stamp, sink: &mut impl StreamSink) {
-        if self.live >= self.max_open {
-            self.retire_idlest(now, sink);
+    /// At the limit of the partition `room` (see [`CONNECTION_PARTITIONS`]), retires one
+    /// of its connections to make room: the idlest of the candidates [`Room::choose_idle`]
+    /// chose last (the idlest eighth of the partition's live connections, least recent
+    /// packet first), skipping those that carried a packet since; a retired connection's
+    /// streams are flushed as at the end of the capture, the sink decides whether it is
+    /// folded, and its tuple is forgotten (a later packet opens a new connection, as a
+    /// capture that starts mid-stream would). One connection retired per connection
+    /// opened, not an eighth at once: what the retired one frees, the new one takes.
+    /// Thousands of frees then thousands of allocations overflowed the allocator's
+    /// per-thread caches and, in a parallel run's workers, took its arena lock each time.
+    fn make_room(&mut self, room: usize, now: Stamp, sink: &mut impl StreamSink) {
+        if self.rooms[room].live >= self.room_max {
+            self.retire_idlest(room, now, sink);
         }
     }
 
@@ -559,14 +572,15 @@ impl FlowTable {
     /// that calls it stays small enough for the stream code to be inlined into it.
     #[cold]
     #[inline(never)]
-    fn retire_idlest(&mut self, now: Stamp, sink: &mut impl StreamSink) {
-        while self.live >= self.max_open {
-            let Some((seen, i)) = self.retire_next.pop_front() else {
-                self.choose_idle();
-                if self.retire_next.is_empty() {
-                    // No live connection listed (`live` and `live_ids` disagree): open
-                    // past the limit rather than loop.
-                    debug_assert!(false, "{} live, none listed", self.live);
+    fn retire_idlest(&mut self, room: usize, now: Stamp, sink: &mut impl StreamSink) {
+        while self.rooms[room].live >= self.room_max {
+            let Some((seen, i)) = self.rooms[room].next.pop_front() else {
+                let cands = (self.room_max / 8).max(1);
+                self.rooms[room].choose_idle(&self.slots, cands);
+                if self.rooms[room].next.is_empty() {
+                    // No live connection listed (`live` and `ids` disagree): open past
+                    // the limit rather than loop.
+                    debug_assert!(false, "{} live, none listed", self.rooms[room].live);
                     return;
                 }
                 continue;
@@ -578,32 +592,10 @@ impl FlowTable {
         }
     }
 
-    /// Chooses the next connections to retire: the idlest eighth of the live ones, least
-    /// recent packet first (ties by id). Drops the retired from `live_ids` on the way.
-    fn choose_idle(&mut self) {
-        let slots = &self.slots;
-        self.live_ids.retain(|&i| matches!(slots[i as usize], Entry::Live(_)));
-        let mut idle: Vec<(i64, u32, u64)> = self
-            .live_ids
-            .iter()
-            .filter_map(|&i| match &slots[i as usize] {
-                Entry::Live(s) => Some((s.info.last.ts_ns, i, s.info.last.frame)),
-                _ => None,
-            })
-            .collect();
-        let n = (self.max_open / 8).max(1).min(idle.len());
-        if n == 0 {
-            return;
-        }
-        idle.select_nth_unstable(n - 1);
-        idle.truncate(n);
-        idle.sort_unstable();
-        self.retire_next.extend(idle.into_iter().map(|(_, i, seen)| (seen, i)));
-    }
-
     fn retire(&mut self, i: u32, now: Stamp, sink: &mut impl StreamSink) {
         let Entry::Live(mut slot) = std::mem::replace(&mut self.slots[i as usize], Entry::Folded) else { return };
         self.live -= 1;
+        self.rooms[usize::from(slot.room)].live -= 1;
         self.retirements.retired += 1;
         let ended = Stamp { frame: now.frame, ts_ns: slot.info.last.ts_ns.max(now.ts_ns) };
         if !slot.ignored {
@@ -684,8 +676,9 @@ impl FlowTable {
     fn open(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> (u32, Dir) {
         let (src, dst) =
             (Endpoint { ip: seg.ip.src, port: seg.src_port }, Endpoint { ip: seg.ip.dst, port: seg.dst_port });
-        self.make_room(stamp, sink);
-        let i = self.new_slot(seg, stamp, sink);
+        let room = self.room_of(src, dst);
+        self.make_room(room, stamp, sink);
+        let i = self.new_slot(seg, stamp, room, sink);
         let key = ConnKey::of(src, dst);
         self.map.insert(key, i);
         self.v4.forget(src, dst);
@@ -853,12 +846,11 @@ impl FlowTable {
         out.v4.clear();
         out.waiting.clear();
         out.last_key = None;
-        out.live_ids.clear();
-        out.retire_next.clear();
+        out.rooms.iter_mut().for_each(|r| *r = Room::default());
         for (i, e) in out.slots.iter().enumerate() {
             if let Entry::Live(s) = e {
                 out.map.insert(ConnKey::of(s.info.endpoints[0], s.info.endpoints[1]), i as u32);
-                out.live_ids.push(i as u32);
+                out.rooms[usize::from(s.room)].opened(i as u32);
             }
         }
         out

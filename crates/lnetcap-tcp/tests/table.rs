@@ -119,3 +119,34 @@ fn a_full_table_retires_the_idlest_one_at_a_time() {
     // A retired connection's record is kept (the sink did not fold it).
     assert!(t.connection(ConnId(1)).is_some());
 }
+
+/// The limit is kept per partition of the connections (by the hash of the 4-tuple,
+/// `partition_of`): a full partition retires its own idlest, whatever the others hold,
+/// so that a parallel run, whose shares hold whole partitions, retires the same ones.
+#[test]
+fn a_full_partition_retires_its_own_idlest() {
+    use lnetcap_tcp::limits::{CONNECTION_PARTITIONS, MAX_OPEN_CONNECTIONS};
+    use lnetcap_tcp::{partition_of, ConnKey, Endpoint};
+    let per = MAX_OPEN_CONNECTIONS / CONNECTION_PARTITIONS;
+    let server = (1u8, 988u16);
+    let ep = |(h, port): (u8, u16)| Endpoint { ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, h)), port };
+    let in_part = |p: usize| (1024u16..).filter(move |&c| partition_of(ConnKey::route(ep((2, c)), ep(server))) == p);
+    // Partition 0 gets its limit and 8 more, partition 1 a few; partition 0 first.
+    let zero: Vec<u16> = in_part(0).take(per + 8).collect();
+    let one: Vec<u16> = in_part(1).take(10).collect();
+    let mut t = FlowTable::new(&[988]);
+    let mut sink = Rec::default();
+    let mut frame = 0u64;
+    let mut ids = std::collections::HashMap::new();
+    for &c in zero[..per].iter().chain(&one).chain(&zero[per..]) {
+        frame += 1;
+        let o = t.process(&seg((2, c), server, 1, 0, TcpFlags::SYN, &[]), at(frame, frame as i64 * 1000), &mut sink);
+        ids.insert(c, o.conn);
+    }
+    assert_eq!((t.live(), t.retirements().retired), (per + 10, 8));
+    let live = |t: &FlowTable, c: u16| t.half(ids[&c], Dir::FromActive).is_some();
+    // The 8 retired are partition 0's first (its idlest); partition 1 kept every one.
+    assert!(zero[..8].iter().all(|&c| !live(&t, c)));
+    assert!(zero[8..].iter().all(|&c| live(&t, c)));
+    assert!(one.iter().all(|&c| live(&t, c)));
+}

@@ -7,7 +7,6 @@
 //! pipeline a single-threaded run would have had.
 
 use lnetcap_capture::{decode_packet, tcp_tuple, NotTcp, Packet};
-use lnetcap_tcp::limits::MAX_OPEN_CONNECTIONS;
 use lnetcap_tcp::{ConnKey, Endpoint, FlowTable, Stamp};
 
 use super::{Decoder, Pipeline};
@@ -29,13 +28,12 @@ pub struct Front {
 }
 
 impl Pipeline {
-    /// A pipeline for one of `workers` workers: its flow table follows its share of
-    /// `MAX_OPEN_CONNECTIONS` at once, so that the run's memory stays that of one table.
-    pub fn worker(cfg: DecodeConfig, workers: usize) -> Self {
-        let mut p = Self::new(cfg);
-        let share = MAX_OPEN_CONNECTIONS / workers.max(1);
-        p.table = std::mem::replace(&mut p.table, FlowTable::new(&[])).with_max_open(share);
-        p
+    /// A pipeline for a share of a parallel run: its flow table keeps the connection
+    /// limit per partition (`lnetcap_tcp::limits::CONNECTION_PARTITIONS`) as a
+    /// one-thread run's does, and the share holds whole partitions, so that the run's
+    /// memory stays that of one table and it retires the connections one thread would.
+    pub fn worker(cfg: DecodeConfig) -> Self {
+        Self::new(cfg)
     }
 
     /// The reader's part of [`Pipeline::push`] for one packet: frame, clock, series bound,
