@@ -338,6 +338,7 @@ fn ip_layer(et: u16, ip_off: usize, ip_bytes: &[u8]) -> Result<IpLayer<'_>, NotT
 ///
 /// `origlen` is the record's original length; it gives the payload length when the IP
 /// length field is 0 (TSO / BIG TCP captures on the sending host).
+#[inline(always)]
 pub fn decode_packet(linktype: u32, data: &[u8], origlen: u32) -> Decoded<'_> {
     let (ip_off, et) = link_to_ip_usual(linktype, data)?;
     if et != ETH_IPV4 && et != ETH_IPV6 {
