@@ -318,7 +318,7 @@ fn limit_hits(
             limit: "MAX_OPEN_CONNECTIONS",
             value: lnetcap_tcp::limits::MAX_OPEN_CONNECTIONS as u64,
             count: summary.retired,
-            effect: "connections retired while idle: streams flushed as at the end (a message in progress ends partial); a later packet opens a new connection",
+            effect: "connections retired while idle (the limit is kept per 64th of the connections, by their 4-tuple's hash: 512 each): streams flushed as at the end (a message in progress ends partial); a later packet opens a new connection",
         },
         LimitHit {
             limit: "MAX_LISTED_SETUP_ONLY",

@@ -162,7 +162,10 @@ impl Batch {
 
 /// The share of each partition of the connection limit, of `n` shares: partition % n,
 /// so that a share holds whole partitions, read from a table (one division a packet was
-/// a tenth of routing).
+/// a tenth of routing). When `n` does not divide the 64 partitions (3, 5, 6 or 7
+/// threads: 24, 40, 48 or 56 shares) some shares hold one partition more than others
+/// (3 against 2 at 24 shares, 2 against 1 from 40): the pool's threads take whichever
+/// share has work, so the uneven shares even out over a thread's eight.
 fn share_table(n: usize) -> [u8; MAX_SHARDS] {
     const { assert!(MAX_SHARDS <= 256) };
     std::array::from_fn(|p| (p % n.clamp(1, MAX_SHARDS)) as u8)
@@ -500,8 +503,9 @@ impl Merge<'_> {
 }
 
 /// Reads `source` to its end on `workers` worker threads (a pool running `workers` ×
-/// [`SHARDS_PER_THREAD`] shards, at most [`MAX_SHARDS`] or `workers`) into `pipe` (a new pipeline: the front's, which absorbs
-/// the shards' at the end) and `state`. Returns whether the source was read to its end.
+/// [`SHARDS_PER_THREAD`] shards, at most [`MAX_SHARDS`]; a pool of at most as many threads
+/// as shards) into `pipe` (a new pipeline: the front's, which absorbs the shards' at the
+/// end) and `state`. Returns whether the source was read to its end.
 pub(crate) fn read<S: PacketSource + ?Sized>(
     name: &str,
     source: &mut S,
@@ -514,7 +518,7 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
     let cfg = pipe.config().clone();
     let shards = (workers * SHARDS_PER_THREAD).min(MAX_SHARDS);
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(workers)
+        .num_threads(workers.min(shards))
         .thread_name(|i| format!("lnetcap-worker-{i}"))
         .build()
         .map_err(|e| anyhow::anyhow!("{name}: cannot start {workers} worker threads: {e}"))?;

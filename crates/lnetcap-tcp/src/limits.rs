@@ -33,16 +33,17 @@ pub const MAX_HOLE_WAIT_NS: i64 = 4_000_000_000;
 /// with the first copy.
 pub const HISTORY_BYTES: usize = 64 * 1024;
 
-/// Connections followed at once. A busy OSS with 5,000 clients has 15,000 (three typed
-/// connections each). Past this, one connection is retired for each new one: the first of
-/// a list of candidates, the idlest eighth by the time of their latest packet when
-/// chosen, passing over those that carry a packet before their turn. Their streams are
+/// Connections followed at once, kept per partition of the connections
+/// ([`CONNECTION_PARTITIONS`]: 512 each). A busy OSS with 5,000 clients has 15,000 (three
+/// typed connections each). Past a partition's 512, one of its connections is retired for
+/// each new one in it: the first of a list of candidates, the idlest eighth of the
+/// partition by the time of their latest packet when chosen, passing over those that
+/// carry a packet before their turn. Their streams are
 /// flushed as at the end of the capture (messages in progress end as partial), their record is
 /// kept without buffers, or folded into a count when they only set up (connreq / HELLO);
 /// a later packet on one of their tuples opens a new connection. The report lists the
 /// retirements under `limits`. A followed connection that carried only a handshake costs
-/// about 3 KiB (measured by tests/adversarial.rs). The limit is kept per partition of the
-/// connections ([`CONNECTION_PARTITIONS`]).
+/// about 3 KiB (measured by tests/adversarial.rs).
 pub const MAX_OPEN_CONNECTIONS: usize = 1 << 15;
 
 /// Partitions of the connections, by the hash of their unordered 4-tuple
