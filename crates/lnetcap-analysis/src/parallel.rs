@@ -333,9 +333,12 @@ struct ShardQueue {
 }
 
 impl Shard {
-    /// A shard with a fresh worker; its results go to `done`.
+    /// A shard with a fresh worker; its results go to `done`. The worker's pipeline is a
+    /// one-thread run's: its flow table keeps the connection limit per partition
+    /// (`CONNECTION_PARTITIONS`) and the shard holds whole partitions, so the run's memory
+    /// stays that of one table and it retires the connections one thread would.
     fn new(cfg: &DecodeConfig, done: Sender<Result1>) -> Self {
-        let worker = Worker { pipe: Pipeline::worker(cfg.clone()), cp_given: Vec::new(), evs: Vec::new() };
+        let worker = Worker { pipe: Pipeline::new(cfg.clone()), cp_given: Vec::new(), evs: Vec::new() };
         Shard { queue: Mutex::new(ShardQueue { worker: Some(worker), batches: VecDeque::new(), running: false }), done }
     }
 

@@ -28,14 +28,6 @@ pub struct Front {
 }
 
 impl Pipeline {
-    /// A pipeline for a share of a parallel run: its flow table keeps the connection
-    /// limit per partition (`lnetcap_tcp::limits::CONNECTION_PARTITIONS`) as a
-    /// one-thread run's does, and the share holds whole partitions, so that the run's
-    /// memory stays that of one table and it retires the connections one thread would.
-    pub fn worker(cfg: DecodeConfig) -> Self {
-        Self::new(cfg)
-    }
-
     /// The reader's part of [`Pipeline::push`] for one packet: frame, clock, series bound,
     /// sweep schedule, and the route. A packet that shows a TCP tuple where
     /// `decode_packet` reads one is routed undecoded (its worker decodes it, and counts it

@@ -30,24 +30,25 @@ impl Default for V4Cache {
 
 /// A directed IPv4 tuple as three words (None for IPv6 or mixed addresses).
 #[inline]
-pub(super) fn key(src: Endpoint, dst: Endpoint) -> Option<[u32; 3]> {
-    match (src.ip, dst.ip) {
+fn words(src: IpAddr, src_port: u16, dst: IpAddr, dst_port: u16) -> Option<[u32; 3]> {
+    match (src, dst) {
         (IpAddr::V4(a), IpAddr::V4(b)) => {
-            Some([a.to_bits(), b.to_bits(), (u32::from(src.port) << 16) | u32::from(dst.port)])
+            Some([a.to_bits(), b.to_bits(), (u32::from(src_port) << 16) | u32::from(dst_port)])
         }
         _ => None,
     }
 }
 
-/// [`key`] of a segment's tuple, read from the segment.
+/// The key of the tuple from `src` to `dst`.
+#[inline]
+pub(super) fn key(src: Endpoint, dst: Endpoint) -> Option<[u32; 3]> {
+    words(src.ip, src.port, dst.ip, dst.port)
+}
+
+/// [`key`] of a segment's tuple, read from the segment (no endpoints made first).
 #[inline]
 pub(super) fn key_of(seg: &TcpSegment<'_>) -> Option<[u32; 3]> {
-    match (seg.ip.src, seg.ip.dst) {
-        (IpAddr::V4(a), IpAddr::V4(b)) => {
-            Some([a.to_bits(), b.to_bits(), (u32::from(seg.src_port) << 16) | u32::from(seg.dst_port)])
-        }
-        _ => None,
-    }
+    words(seg.ip.src, seg.src_port, seg.ip.dst, seg.dst_port)
 }
 
 #[inline]
