@@ -1721,6 +1721,13 @@ impl Tracker {
         let mut open: Vec<(u64, usize)> =
             self.slots.iter().enumerate().filter_map(|(i, o)| o.as_ref().map(|o| (o.rec.id, i))).collect();
         open.sort_unstable();
+        // Every open RPC closes now: its indexes go whole rather than an entry at a time,
+        // a cache miss an RPC into tables of every RPC of the last `EMIT_DELAY_NS` (on a
+        // capture shorter than that, all of them).
+        self.by_key.clear();
+        self.xids.clear();
+        self.xid_pairs.clear();
+        self.bulkids.clear();
         let mut done = Vec::with_capacity(BATCH);
         for chunk in open.chunks(BATCH) {
             for &(_, i) in chunk {
