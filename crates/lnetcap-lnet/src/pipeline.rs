@@ -216,7 +216,7 @@ impl StreamSink for Decoder {
     fn on_event(&mut self, conn: &Connection, dir: Dir, stamp: Stamp, ev: StreamEvent<'_>) -> Verdict {
         let Some(Some(st)) = self.conns.get_mut(conn.id.0 as usize) else { return Verdict::Ignore };
         if st.class == Class::Unknown {
-            if let StreamEvent::Data { offset, bytes } = &ev {
+            if let StreamEvent::Data { offset, bytes, .. } = &ev {
                 let at_start = *offset == 0 && conn.syn_seen[dir.index()];
                 st.class = if looks_like_lnet(bytes, at_start) { Class::LnetContent } else { Class::NotLnet };
             }
@@ -237,7 +237,13 @@ impl StreamSink for Decoder {
         };
         let before = self.out.len();
         match ev {
-            StreamEvent::Data { offset, bytes } => framer.on_data(offset, bytes, stamp, &mut self.out),
+            StreamEvent::Data { offset, bytes, cut } => {
+                framer.on_data(offset, bytes, stamp, &mut self.out);
+                if cut > 0 {
+                    st.acct[d].gap(GapReason::Snaplen);
+                    framer.on_gap(offset + bytes.len() as u64, cut, stamp, &mut self.out);
+                }
+            }
             StreamEvent::Gap { offset, len, reason } => {
                 st.acct[d].gap(reason);
                 framer.on_gap(offset, len, stamp, &mut self.out);

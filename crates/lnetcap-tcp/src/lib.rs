@@ -94,6 +94,12 @@ pub enum StreamEvent<'a> {
         offset: u64,
         /// The bytes.
         bytes: &'a [u8],
+        /// Stream bytes right after `bytes` that the capture's snapshot length cut off
+        /// (0 when the segment's payload was captured whole): a [`StreamEvent::Gap`] of
+        /// reason [`GapReason::Snaplen`] at `offset + bytes.len()`, carried by this event
+        /// rather than one of its own (a header-only capture cuts nearly every data
+        /// segment: one event a segment instead of two).
+        cut: u64,
     },
     /// Bytes that occupy stream space but were not captured.
     Gap {

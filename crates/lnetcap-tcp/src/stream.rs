@@ -289,16 +289,17 @@ impl StreamHalf {
     ) {
         debug_assert_eq!(off, self.next);
         let cap = (captured.len() as u64).min(len) as usize;
-        if cap > 0 {
-            self.history.record(off, &captured[..cap]);
-            self.stats.bytes_delivered += cap as u64;
-            emit(stamp, StreamEvent::Data { offset: off, bytes: &captured[..cap] });
-        }
         let missing = len - cap as u64;
         if missing > 0 {
             self.stats.bytes_snaplen += missing;
             self.stats.gaps += 1;
-            emit(stamp, StreamEvent::Gap { offset: off + cap as u64, len: missing, reason: GapReason::Snaplen });
+        }
+        if cap > 0 {
+            self.history.record(off, &captured[..cap]);
+            self.stats.bytes_delivered += cap as u64;
+            emit(stamp, StreamEvent::Data { offset: off, bytes: &captured[..cap], cut: missing });
+        } else if missing > 0 {
+            emit(stamp, StreamEvent::Gap { offset: off, len: missing, reason: GapReason::Snaplen });
         }
         self.next = off + len;
         self.maybe_fin(stamp, emit);

@@ -23,10 +23,11 @@ fn replay(data: &[u8], isn: u32, segs: &[Seg]) -> (Vec<Option<u8>>, Vec<Anomaly>
     let mut anomalies = Vec::new();
     let mut next = 0u64;
     let mut emit = |_: Stamp, ev: StreamEvent<'_>| match ev {
-        StreamEvent::Data { offset, bytes } => {
+        StreamEvent::Data { offset, bytes, cut } => {
             assert_eq!(offset, next, "data out of order");
             out.extend(bytes.iter().map(|b| Some(*b)));
-            next += bytes.len() as u64;
+            out.extend(std::iter::repeat_n(None, cut as usize));
+            next += bytes.len() as u64 + cut;
         }
         StreamEvent::Gap { offset, len, .. } => {
             assert_eq!(offset, next, "gap out of order");
@@ -162,11 +163,19 @@ enum Ev {
     Gap(u64, u64, GapReason),
 }
 
-fn short(ev: StreamEvent<'_>) -> Option<Ev> {
+/// An event as data and gaps: a data event's cut-off tail is the snaplen gap after it.
+fn short(ev: StreamEvent<'_>) -> Vec<Ev> {
     match ev {
-        StreamEvent::Data { offset, bytes } => Some(Ev::Data(offset, bytes.len() as u64)),
-        StreamEvent::Gap { offset, len, reason } => Some(Ev::Gap(offset, len, reason)),
-        _ => None,
+        StreamEvent::Data { offset, bytes, cut } => {
+            let n = bytes.len() as u64;
+            let mut v = vec![Ev::Data(offset, n)];
+            if cut > 0 {
+                v.push(Ev::Gap(offset + n, cut, GapReason::Snaplen));
+            }
+            v
+        }
+        StreamEvent::Gap { offset, len, reason } => vec![Ev::Gap(offset, len, reason)],
+        _ => Vec::new(),
     }
 }
 
@@ -280,4 +289,29 @@ fn a_full_buffer_gives_the_hole_up_as_buffer_limit() {
         vec![Ev::Data(0, 10), Ev::Gap(10, 10, GapReason::BufferLimit), Ev::Gap(20, 1, GapReason::Snaplen)]
     );
     assert_eq!(h.next_offset(), 21);
+}
+
+#[test]
+fn a_segment_cut_by_the_snaplen_is_one_data_event_that_carries_the_cut() {
+    // 100 payload bytes, 10 captured: one event, its 10 bytes and the 90 cut after them
+    // (the snaplen gap the consumer folds in); a segment captured whole has none; one
+    // with no payload captured at all is a gap of its own.
+    let data = vec![7u8; 300];
+    let mut h = StreamHalf::default();
+    h.on_syn(0);
+    let mut raw: Vec<(u64, usize, u64, bool)> = Vec::new();
+    let mut emit = |_: Stamp, ev: StreamEvent<'_>| match ev {
+        StreamEvent::Data { offset, bytes, cut } => raw.push((offset, bytes.len(), cut, true)),
+        StreamEvent::Gap { offset, len, reason } => {
+            assert_eq!(reason, GapReason::Snaplen);
+            raw.push((offset, 0, len, false))
+        }
+        _ => {}
+    };
+    h.on_data(1, 100, &data[..10], at(0), &mut emit);
+    h.on_data(101, 100, &data[100..200], at(1), &mut emit);
+    h.on_data(201, 100, &[], at(2), &mut emit);
+    assert_eq!(raw, vec![(0, 10, 90, true), (100, 100, 0, true), (200, 0, 100, false)]);
+    assert_eq!(h.stats.gaps, 2);
+    assert_eq!(h.stats.bytes_snaplen, 190);
 }

@@ -22,7 +22,13 @@ impl StreamSink for Rec {
     }
     fn on_event(&mut self, conn: &Connection, dir: Dir, _: Stamp, ev: StreamEvent<'_>) -> Verdict {
         match ev {
-            StreamEvent::Data { offset, bytes } => self.0.push(Ev::Data(conn.id.0, dir, offset, bytes.len() as u64)),
+            StreamEvent::Data { offset, bytes, cut } => {
+                let n = bytes.len() as u64;
+                self.0.push(Ev::Data(conn.id.0, dir, offset, n));
+                if cut > 0 {
+                    self.0.push(Ev::Gap(conn.id.0, dir, offset + n, cut, GapReason::Snaplen));
+                }
+            }
             StreamEvent::Gap { offset, len, reason } => self.0.push(Ev::Gap(conn.id.0, dir, offset, len, reason)),
             _ => {}
         }
