@@ -154,7 +154,13 @@ print(f'%-12s %-22s %9d %8.3f %7.3f %12.0f %7.2f %7.0f MiB %11sx %s' % ('$cap', 
 import statistics
 q = lambda r, f: r[min(len(r) - 1, int(f * len(r)))]
 r = sorted(a / b for a, b in zip([${w[analyze1]}], [${w[analyzeN]}]))
-print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f), for %.2fx the CPU time' % ('$cap', 'lnetcap analyze', statistics.median(r), q(r, 0.25), q(r, 0.75), ${u[analyzeN]} / ${u[analyze1]}))
+cpu = ${u[analyzeN]} / ${u[analyze1]}
+print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f), for %.2fx the CPU time' % ('$cap', 'lnetcap analyze', statistics.median(r), q(r, 0.25), q(r, 0.75), cpu))
+# The same work took far more CPU time: the host ran something else on these cores (on
+# the 2-core VM of README Speed, 1.06-1.27x in undisturbed runs, 2.3-2.4x in disturbed
+# ones, whose two-thread times were slower than one thread's).
+if cpu > 1.5:
+    print('%-12s %-22s warning: the $cores-thread runs took %.2fx the CPU time of one thread (over 1.5x): the host disturbed them; rerun before quoting the parallel rows' % ('$cap', 'lnetcap analyze', cpu))
 # The most $cores cores give this work here: $cores one-thread runs at once, against one run
 # alone (shared caches, memory bandwidth and the host's scheduling of a VM's cores
 # all count); the parallel run against that ceiling, round by round.
