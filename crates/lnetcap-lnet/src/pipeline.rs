@@ -236,21 +236,27 @@ impl StreamSink for Decoder {
             return Verdict::Follow;
         };
         let before = self.out.len();
-        match ev {
-            StreamEvent::Data { offset, bytes, cut } => {
+        // A gap, of its own or the snaplen cut a data event carries after its bytes.
+        let cut = ev.cut_gap().map(|(offset, len)| (offset, len, GapReason::Snaplen));
+        let gap = match ev {
+            StreamEvent::Data { offset, bytes, .. } => {
                 framer.on_data(offset, bytes, stamp, &mut self.out);
-                if cut > 0 {
-                    st.acct[d].gap(GapReason::Snaplen);
-                    framer.on_gap(offset + bytes.len() as u64, cut, stamp, &mut self.out);
-                }
+                cut
             }
-            StreamEvent::Gap { offset, len, reason } => {
-                st.acct[d].gap(reason);
-                framer.on_gap(offset, len, stamp, &mut self.out);
+            StreamEvent::Gap { offset, len, reason } => Some((offset, len, reason)),
+            StreamEvent::Fin { offset } => {
+                framer.end(offset, &mut self.out);
+                None
             }
-            StreamEvent::Fin { offset } => framer.end(offset, &mut self.out),
-            StreamEvent::Rst => {}
-            StreamEvent::Anomaly(a) => *st.acct[d].anomalies.entry(anomaly_name(&a)).or_default() += 1,
+            StreamEvent::Rst => None,
+            StreamEvent::Anomaly(a) => {
+                *st.acct[d].anomalies.entry(anomaly_name(&a)).or_default() += 1;
+                None
+            }
+        };
+        if let Some((offset, len, reason)) = gap {
+            st.acct[d].gap(reason);
+            framer.on_gap(offset, len, stamp, &mut self.out);
         }
         // A HELLO fixes the framing of the other direction too when it has none yet.
         for ev in &self.out[before..] {

@@ -121,6 +121,17 @@ pub enum StreamEvent<'a> {
     Anomaly(Anomaly),
 }
 
+impl StreamEvent<'_> {
+    /// The snaplen gap a [`StreamEvent::Data`] event carries after its bytes (its `cut`):
+    /// (stream offset, length), or `None` (no cut, or another event).
+    pub fn cut_gap(&self) -> Option<(u64, u64)> {
+        match self {
+            StreamEvent::Data { offset, bytes, cut } if *cut > 0 => Some((offset + bytes.len() as u64, *cut)),
+            _ => None,
+        }
+    }
+}
+
 /// Capture position of the segment an event came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Stamp {

@@ -165,14 +165,10 @@ enum Ev {
 
 /// An event as data and gaps: a data event's cut-off tail is the snaplen gap after it.
 fn short(ev: StreamEvent<'_>) -> Vec<Ev> {
+    let cut = ev.cut_gap().map(|(offset, len)| Ev::Gap(offset, len, GapReason::Snaplen));
     match ev {
-        StreamEvent::Data { offset, bytes, cut } => {
-            let n = bytes.len() as u64;
-            let mut v = vec![Ev::Data(offset, n)];
-            if cut > 0 {
-                v.push(Ev::Gap(offset + n, cut, GapReason::Snaplen));
-            }
-            v
+        StreamEvent::Data { offset, bytes, .. } => {
+            [Some(Ev::Data(offset, bytes.len() as u64)), cut].into_iter().flatten().collect()
         }
         StreamEvent::Gap { offset, len, reason } => vec![Ev::Gap(offset, len, reason)],
         _ => Vec::new(),

@@ -21,12 +21,12 @@ impl StreamSink for Rec {
         Verdict::Follow
     }
     fn on_event(&mut self, conn: &Connection, dir: Dir, _: Stamp, ev: StreamEvent<'_>) -> Verdict {
+        let cut = ev.cut_gap();
         match ev {
-            StreamEvent::Data { offset, bytes, cut } => {
-                let n = bytes.len() as u64;
-                self.0.push(Ev::Data(conn.id.0, dir, offset, n));
-                if cut > 0 {
-                    self.0.push(Ev::Gap(conn.id.0, dir, offset + n, cut, GapReason::Snaplen));
+            StreamEvent::Data { offset, bytes, .. } => {
+                self.0.push(Ev::Data(conn.id.0, dir, offset, bytes.len() as u64));
+                if let Some((offset, len)) = cut {
+                    self.0.push(Ev::Gap(conn.id.0, dir, offset, len, GapReason::Snaplen));
                 }
             }
             StreamEvent::Gap { offset, len, reason } => self.0.push(Ev::Gap(conn.id.0, dir, offset, len, reason)),
