@@ -157,7 +157,7 @@ r = sorted(a / b for a, b in zip([${w[analyze1]}], [${w[analyzeN]}]))
 cpu = ${u[analyzeN]} / ${u[analyze1]}
 print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f), for %.2fx the CPU time' % ('$cap', 'lnetcap analyze', statistics.median(r), q(r, 0.25), q(r, 0.75), cpu))
 # The same work took far more CPU time: the host ran something else on these cores (on
-# the 2-core VM of README Speed, 1.06-1.27x in undisturbed runs, 2.3-2.4x in disturbed
+# the 2-core VM of README Speed, 1.06-1.27x in undisturbed runs, 2-2.5x in disturbed
 # ones, whose two-thread times were slower than one thread's).
 if cpu > 1.5:
     print('%-12s %-22s warning: the $cores-thread runs took %.2fx the CPU time of one thread (over 1.5x): the host disturbed them; rerun before quoting the parallel rows' % ('$cap', 'lnetcap analyze', cpu))

@@ -149,9 +149,7 @@ impl<'a> Rd<'a> {
     }
     #[inline]
     pub(crate) fn nid20(&self, o: usize) -> Nid {
-        let mut x = [0u8; 20];
-        x.copy_from_slice(&self.b[o..o + 20]);
-        Nid::from_lnet_nid(&x)
+        Nid::from_lnet_nid(&self.arr::<20>(o))
     }
 }
 
