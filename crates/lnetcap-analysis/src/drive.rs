@@ -9,6 +9,10 @@ use crate::source::{Next, PacketSource};
 /// Packets between two progress reports.
 pub const PROGRESS_EVERY_PACKETS: u64 = 4096;
 
+/// Records a packet loop takes from a file at once ([`PacketSource::next_run`]): 5 KiB
+/// of [`Rec`](lnetcap_capture::Rec)s, read back from the first-level cache.
+pub const RUN_RECORDS: usize = 1024;
+
 /// What a run tells its observer besides the events.
 #[derive(Debug)]
 pub enum Notice<'a> {
@@ -95,7 +99,28 @@ pub fn drive_piece<S: PacketSource + ?Sized>(
     let mut events = Vec::new();
     let mut complete = true;
     let mut n = 0u64;
+    let mut recs = Vec::with_capacity(RUN_RECORDS);
     loop {
+        recs.clear();
+        if let Some(run) = source.next_run(&mut recs, RUN_RECORDS) {
+            if !recs.is_empty() {
+                for r in &recs {
+                    let pkt = run.packet(r);
+                    let why = pipe.push(&pkt, &mut events);
+                    packet_notices(name, &pkt, why, pipe, obs);
+                    if !events.is_empty() {
+                        on_events(pipe, &mut events)?;
+                    }
+                }
+                let before = n;
+                n += recs.len() as u64;
+                if n / PROGRESS_EVERY_PACKETS != before / PROGRESS_EVERY_PACKETS {
+                    let (done, total) = source.progress();
+                    obs.progress(name, done, total);
+                }
+                continue;
+            }
+        }
         n += 1;
         if n % PROGRESS_EVERY_PACKETS == 0 {
             let (done, total) = source.progress();

@@ -44,7 +44,7 @@ use lnetcap_lnet::{LnetEvent, Message};
 use lnetcap_tcp::{partition_of, CapturePoint, ConnId, Connection, Stamp};
 
 use crate::analysis::{Rpcs, Sink};
-use crate::drive::{packet_warnings, record_warnings, warnings, Notice, Observer, PROGRESS_EVERY_PACKETS};
+use crate::drive::{packet_warnings, record_warnings, warnings, Notice, Observer, PROGRESS_EVERY_PACKETS, RUN_RECORDS};
 use crate::source::{Next, PacketSource};
 
 /// Frames read into one set of batches at most.
@@ -611,6 +611,75 @@ impl InFlight {
     }
 }
 
+/// The set of batches being read: a batch per shard, what the set holds, the reading
+/// thread's notices of its frames.
+struct Filling {
+    batches: Vec<Batch>,
+    share_of: [u8; MAX_SHARDS],
+    /// Frames read into the set.
+    count: usize,
+    /// Bytes of records copied into the set.
+    bytes: usize,
+    /// Bytes of the input blocks the set points into, and the last one counted.
+    held: usize,
+    last_block: usize,
+    /// The series interval the front of the pipeline had at the last frame.
+    interval: i64,
+    notes: Notes,
+}
+
+impl Filling {
+    /// A frame through the front of the pipeline (accounting, clock, series bound, link,
+    /// sweep schedule) into its shard's batch; sweeps and coarsenings into every batch,
+    /// the frame's notices into the set's.
+    #[inline(always)]
+    fn take(&mut self, pkt: &Packet<'_>, pipe: &mut Pipeline, coarsen: &mut VecDeque<(u64, i64)>) {
+        let mut front = pipe.front(pkt);
+        let f = pkt.frame;
+        let notes = &mut self.notes;
+        packet_warnings(pkt, front.not_decodable.take(), pipe, |text| notes.add(f, text));
+        if pipe.series_interval_ns() != self.interval {
+            self.interval = pipe.series_interval_ns();
+            let ns = self.interval;
+            self.batches.iter_mut().for_each(|b| b.items.push(Item::Coarsen(ns)));
+            coarsen.push_back((pkt.frame, ns));
+        }
+        if front.sweep {
+            self.batches.iter_mut().for_each(|b| b.items.push(Item::Sweep(front.stamp)));
+        }
+        if let Some(route) = front.route {
+            match self.batches[usize::from(self.share_of[partition_of(route)])].add(front.stamp, pkt) {
+                Some((at, len)) if at != self.last_block => (self.held, self.last_block) = (self.held + len, at),
+                Some(_) => {}
+                None => self.bytes += pkt.data.len(),
+            }
+        }
+        // Every frame counts: sweeps and coarsenings go to every batch even when no
+        // packet is routed.
+        self.count += 1;
+    }
+
+    /// The set is as large as a set may be.
+    #[inline(always)]
+    fn full(&self) -> bool {
+        self.count >= BATCH_PACKETS || self.bytes >= BATCH_BYTES || self.held >= SET_HELD_BYTES
+    }
+
+    /// Sends the set's batches to their shards (each with its spent events), its notices
+    /// to the merge; returns (bytes, frames) of the set and starts the next.
+    fn send<'s>(&mut self, shards: &'s [Shard], scope: &rayon::Scope<'s>, merge: &mut Merge<'_>) -> (usize, usize) {
+        merge.notes.push_back(std::mem::take(&mut self.notes.list));
+        for ((shard, b), spent) in shards.iter().zip(self.batches.iter_mut()).zip(merge.spent.iter_mut()) {
+            std::mem::swap(&mut b.spent, spent);
+            let next = merge.spare.pop().unwrap_or_default();
+            shard.submit(scope, std::mem::replace(b, next));
+        }
+        let sent = (self.bytes + self.held, self.count);
+        (self.count, self.bytes, self.held, self.last_block) = (0, 0, 0, 0);
+        sent
+    }
+}
+
 /// The reading loop: packets to batches, batches to the workers, merged behind as
 /// [`InFlight`] says.
 fn read_into<'s, S: PacketSource + ?Sized>(
@@ -623,53 +692,57 @@ fn read_into<'s, S: PacketSource + ?Sized>(
     merge: &mut Merge<'_>,
 ) -> anyhow::Result<bool> {
     let n = shards.len();
-    let share_of = share_table(n);
-    let mut batches: Vec<Batch> = (0..n).map(|_| Batch::default()).collect();
-    let (mut count, mut bytes, mut seen) = (0usize, 0usize, 0u64);
+    let mut fill = Filling {
+        batches: (0..n).map(|_| Batch::default()).collect(),
+        share_of: share_table(n),
+        count: 0,
+        bytes: 0,
+        held: 0,
+        last_block: 0,
+        interval: pipe.series_interval_ns(),
+        notes: Notes::default(),
+    };
     let mut sets = InFlight::new(size_of::<(Key, Out)>() + size_of::<Message>());
-    // Input blocks the set being read points into: bytes, and the last one counted.
-    let (mut held, mut last_block) = (0usize, 0usize);
-    let mut interval = pipe.series_interval_ns();
+    let mut seen = 0u64;
     let mut read_error = None;
-    let mut notes = Notes::default();
-    let send = |batches: &mut Vec<Batch>, merge: &mut Merge<'_>, notes: &mut Notes| {
-        merge.notes.push_back(std::mem::take(&mut notes.list));
-        for ((shard, b), spent) in shards.iter().zip(batches.iter_mut()).zip(merge.spent.iter_mut()) {
-            std::mem::swap(&mut b.spent, spent);
-            let next = merge.spare.pop().unwrap_or_default();
-            shard.submit(scope, std::mem::replace(b, next));
+    let mut recs = Vec::with_capacity(RUN_RECORDS);
+    // Sends the set when it is full, then merges as long as too much is in flight.
+    let send_full = |fill: &mut Filling, merge: &mut Merge<'_>, sets: &mut InFlight| -> anyhow::Result<()> {
+        if fill.full() {
+            let (bytes, frames) = fill.send(shards, scope, merge);
+            sets.sent(bytes, frames);
+            while sets.full() {
+                let out_bytes = merge.batch(rxs)?;
+                sets.merged(out_bytes);
+            }
         }
+        Ok(())
     };
     loop {
+        // The whole records of the input block at hand, without a call per packet.
+        recs.clear();
+        if let Some(run) = source.next_run(&mut recs, RUN_RECORDS) {
+            if !recs.is_empty() {
+                for r in &recs {
+                    fill.take(&run.packet(r), pipe, &mut merge.coarsen);
+                    send_full(&mut fill, merge, &mut sets)?;
+                }
+                let before = seen;
+                seen += recs.len() as u64;
+                if seen / PROGRESS_EVERY_PACKETS != before / PROGRESS_EVERY_PACKETS {
+                    let (done, total) = source.progress();
+                    merge.obs.progress(name, done, total);
+                }
+                continue;
+            }
+        }
         seen += 1;
         if seen % PROGRESS_EVERY_PACKETS == 0 {
             let (done, total) = source.progress();
             merge.obs.progress(name, done, total);
         }
         match source.poll() {
-            Ok(Next::Packet(pkt)) => {
-                let mut front = pipe.front(&pkt);
-                let f = pkt.frame;
-                packet_warnings(&pkt, front.not_decodable.take(), pipe, |text| notes.add(f, text));
-                if pipe.series_interval_ns() != interval {
-                    interval = pipe.series_interval_ns();
-                    batches.iter_mut().for_each(|b| b.items.push(Item::Coarsen(interval)));
-                    merge.coarsen.push_back((pkt.frame, interval));
-                }
-                if front.sweep {
-                    batches.iter_mut().for_each(|b| b.items.push(Item::Sweep(front.stamp)));
-                }
-                if let Some(route) = front.route {
-                    match batches[usize::from(share_of[partition_of(route)])].add(front.stamp, &pkt) {
-                        Some((at, len)) if at != last_block => (held, last_block) = (held + len, at),
-                        Some(_) => {}
-                        None => bytes += pkt.data.len(),
-                    }
-                }
-                // Every frame counts: sweeps and coarsenings go to every batch even when
-                // no packet is routed.
-                count += 1;
-            }
+            Ok(Next::Packet(pkt)) => fill.take(&pkt, pipe, &mut merge.coarsen),
             Ok(Next::Tick) => continue,
             Ok(Next::End) => break,
             Err(e) => {
@@ -678,21 +751,14 @@ fn read_into<'s, S: PacketSource + ?Sized>(
             }
         }
         let f = pipe.last_stamp().frame;
+        let notes = &mut fill.notes;
         record_warnings(source, pipe, |text| notes.add(f, text));
-        if count >= BATCH_PACKETS || bytes >= BATCH_BYTES || held >= SET_HELD_BYTES {
-            send(&mut batches, merge, &mut notes);
-            sets.sent(bytes + held, count);
-            (count, bytes, held, last_block) = (0, 0, 0, 0);
-            while sets.full() {
-                let out_bytes = merge.batch(rxs)?;
-                sets.merged(out_bytes);
-            }
-        }
+        send_full(&mut fill, merge, &mut sets)?;
     }
     let last = pipe.last_stamp();
-    batches.iter_mut().for_each(|b| b.finish = Some(last));
-    send(&mut batches, merge, &mut notes);
-    sets.sent(bytes + held, count);
+    fill.batches.iter_mut().for_each(|b| b.finish = Some(last));
+    let (bytes, frames) = fill.send(shards, scope, merge);
+    sets.sent(bytes, frames);
     while sets.len() > 0 {
         let out_bytes = merge.batch(rxs)?;
         sets.merged(out_bytes);

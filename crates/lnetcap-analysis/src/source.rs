@@ -1,6 +1,6 @@
 //! Where packets come from.
 
-use lnetcap_capture::{CaptureError, CaptureReader, Packet};
+use lnetcap_capture::{CaptureError, CaptureReader, Packet, Rec, Run};
 
 /// What a source gives next.
 #[derive(Debug)]
@@ -31,6 +31,16 @@ pub trait PacketSource {
         })
     }
 
+    /// The whole records the source holds now, at most `max` in `out` (see
+    /// [`CaptureReader::next_run`]): packets in a batch without a call per packet. `None`
+    /// or an empty run: ask [`PacketSource::poll`] for the next packet (a refill, a
+    /// record that warns, the end, a source that gives no runs). Files only; the default
+    /// gives none.
+    #[inline]
+    fn next_run(&mut self, _out: &mut Vec<Rec>, _max: usize) -> Option<Run<'_>> {
+        None
+    }
+
     /// Problems with single records since the last call (the source went on past them).
     fn drain_warnings(&mut self) -> Vec<CaptureError> {
         Vec::new()
@@ -51,6 +61,11 @@ pub trait PacketSource {
 impl PacketSource for CaptureReader {
     fn next_packet(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
         CaptureReader::next_packet(self)
+    }
+
+    #[inline]
+    fn next_run(&mut self, out: &mut Vec<Rec>, max: usize) -> Option<Run<'_>> {
+        CaptureReader::next_run(self, out, max)
     }
 
     fn drain_warnings(&mut self) -> Vec<CaptureError> {

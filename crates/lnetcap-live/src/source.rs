@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lnetcap_analysis::{Next, PacketSource};
-use lnetcap_capture::{CaptureError, CaptureReader, Packet};
+use lnetcap_capture::{CaptureError, CaptureReader, Packet, Rec, Run};
 
 use crate::control::{Stop, StopReason};
 use crate::ring::Ring;
@@ -257,6 +257,20 @@ impl<S: PacketSource> PacketSource for Until<S> {
             self.last = lnetcap_analysis::ReadPoint { frame: p.frame, offset: p.offset };
         }
         Ok(p)
+    }
+
+    fn next_run(&mut self, out: &mut Vec<Rec>, max: usize) -> Option<Run<'_>> {
+        // Stopped: `poll` says so.
+        if self.stop.is_set() {
+            return None;
+        }
+        let first = out.len();
+        let Self { inner, last, .. } = self;
+        let run = inner.next_run(out, max)?;
+        if let Some(r) = out[first..].last() {
+            *last = lnetcap_analysis::ReadPoint { frame: r.frame, offset: r.offset };
+        }
+        Some(run)
     }
 
     fn poll(&mut self) -> Result<Next<'_>, CaptureError> {
