@@ -208,11 +208,11 @@ impl CaptureReader {
         }
         let file = File::open(path).map_err(|e| io_err(&name, e))?;
         let total = file.metadata().map(|m| m.len()).ok();
-        // Buffered reads, not a memory map: as fast here (0.46 s against 0.45 s for the
-        // 1.15 M-packet benchmark capture, 0.44 against 0.43 s for 1.1 GB of full payload),
-        // half the resident memory (13-17 MiB against 31-33 MiB with the pages behind the
-        // cursor dropped, 1 GB without), and a file truncated while it is read (a
-        // rotating ring) ends early instead of killing the process with SIGBUS.
+        // Buffered reads, not a memory map: a file truncated while it is read (a rotating
+        // ring) ends early instead of killing the process with SIGBUS, and half the
+        // resident memory (13-17 MiB against 31-33 MiB with the pages behind the cursor
+        // dropped). A map is faster (benches/read-vs-map.c: 150 ms against 10 ms a GB of
+        // full payload, 47 against 38 ms for the header-only bench capture; README Speed).
         let regular = file.metadata().is_ok_and(|m| m.is_file());
         Self::from_stream(&name, Box::new(file), total, regular)
     }
