@@ -113,6 +113,20 @@ fn assert_same_packets(a: &Value, b: &Value) {
     assert_eq!(a["files"][0]["frames"], b["files"][0]["frames"], "frames");
 }
 
+/// The oracle of a grouped ring: its `files` (in `dir`, in the order written) end to end in
+/// one pcap at `out`, each after the first without its file header, which must be the
+/// first's.
+fn end_to_end(dir: &Path, files: &[String], out: &Path) -> PathBuf {
+    let mut bytes = Vec::new();
+    for f in files {
+        let b = std::fs::read(dir.join(f)).unwrap();
+        assert!(b.len() >= 24 && (bytes.is_empty() || b[..24] == bytes[..24]), "{f}: not the ring's pcap header");
+        bytes.extend_from_slice(if bytes.is_empty() { &b[..] } else { &b[24..] });
+    }
+    std::fs::write(out, &bytes).unwrap();
+    out.to_path_buf()
+}
+
 /// Replays whose worst frame left within this of its schedule keep the fixture's timing
 /// (a tenth of its 10 ms round trip).
 const FAITHFUL_MS: f64 = 1.0;
@@ -128,19 +142,16 @@ fn lateness_ms(replay_stdout: &str) -> f64 {
 /// faithful (see the module's comment).
 fn assert_fixture_seen(live: &Value, truth: &Value, late_ms: f64) {
     assert_eq!(live["files"][0]["frames"], truth["files"][0]["frames"], "frames");
-    let count = |r: &Value| -> Vec<(String, String, u64, u64, u64, u64)> {
+    const TIMING_FREE: [&str; 6] = ["client_nid", "server_nid", "rpcs", "rpcs_partial", "bytes_read", "bytes_written"];
+    let facts = |r: &Value| -> Vec<Vec<Value>> {
         r["peers"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|p| {
-                let n = |k: &str| p[k].as_u64().unwrap();
-                let s = |k: &str| p[k].as_str().unwrap().to_string();
-                (s("client_nid"), s("server_nid"), n("rpcs"), n("rpcs_partial"), n("bytes_read"), n("bytes_written"))
-            })
+            .map(|p| TIMING_FREE.iter().map(|k| p.get(*k).cloned().unwrap_or_else(|| panic!("no {k}"))).collect())
             .collect()
     };
-    assert_eq!(count(live), count(truth), "pairs, RPCs, bytes");
+    assert_eq!(facts(live), facts(truth), "pairs, RPCs, bytes");
     if late_ms <= FAITHFUL_MS {
         assert_same_analysis(live, truth);
     } else {
@@ -398,7 +409,9 @@ fn live_ring_is_grouped_back_into_one_capture_by_batch() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    files.sort();
+    // In the order they were written: lnet.pcap, lnet.pcap1, lnet.pcap2, ... (by number,
+    // not by text: lnet.pcap10 after lnet.pcap9).
+    files.sort_by_key(|f| (f.strip_prefix("lnet.pcap").and_then(|n| n.parse::<u32>().ok()), f.clone()));
     // 15.6 MB of records at 4 MB a file, named as tcpdump -C names them.
     assert!(files.len() >= 4, "{files:?}");
     assert_eq!(files[0], "lnet.pcap");
@@ -417,17 +430,7 @@ fn live_ring_is_grouped_back_into_one_capture_by_batch() {
         .collect();
     assert_eq!(reports.len(), 1, "the ring is one capture: {reports:?}");
     let grouped = json(&reports[0]);
-    // The oracle: the ring's files end to end in one pcap (each after the first without
-    // its file header, which must be the first's), analysed as one capture.
-    let whole = dir.join("whole.pcap");
-    let mut bytes = Vec::new();
-    files.sort_by_key(|f| f.strip_prefix("lnet.pcap").and_then(|n| n.parse::<u32>().ok()).unwrap_or(0));
-    for (i, f) in files.iter().enumerate() {
-        let b = std::fs::read(ring.parent().unwrap().join(f)).unwrap();
-        assert!(b.len() >= 24 && (bytes.is_empty() || b[..24] == bytes[..24]), "{f}: not the ring's pcap header");
-        bytes.extend_from_slice(if i == 0 { &b[..] } else { &b[24..] });
-    }
-    std::fs::write(&whole, &bytes).unwrap();
+    let whole = end_to_end(ring.parent().unwrap(), &files, &dir.join("whole.pcap"));
     assert_same_packets(&grouped, &analyze_to(&whole, &dir.join("whole.json")));
     let truth = analyze(&fixture(), &dir);
     assert_fixture_seen(&grouped, &truth, lateness_ms(&String::from_utf8_lossy(&replay.stdout)));
