@@ -16,11 +16,12 @@
 pub mod error;
 pub mod limits;
 pub mod link;
+mod map;
 pub mod reader;
 
 pub use error::CaptureError;
 pub use link::{decode_packet, tcp_tuple, Decoded, IpPair, Ipv4Text, NotTcp, TcpFlags, TcpSegment, TupleWords};
-pub use reader::{CaptureFormat, CaptureReader, Compression, Packet, Rec, Run, Shared, SharedBlock};
+pub use reader::{CaptureFormat, CaptureReader, Compression, InputBlock, Packet, Rec, Run, Shared, SharedBlock};
 
 /// Well-known link types (LINKTYPE_* values as stored in pcap / pcapng).
 pub mod linktype {

@@ -19,3 +19,23 @@ pub const MAX_SHARED_BLOCK_BYTES: usize = 2 * STREAM_CHUNK_BYTES;
 
 /// Most pcapng interfaces per section that are tracked.
 pub const MAX_INTERFACES: usize = 65_536;
+
+/// Capture files mapped at once in a process (each registered with the SIGBUS handler,
+/// `map`); a file opened beyond that is read instead.
+pub const MAX_MAPPED_FILES: usize = 64;
+
+/// Bytes of a mapped file the process keeps mapped behind the reader's cursor (other
+/// threads may still read packets there); beyond that, mapped pages are released every
+/// [`MAP_RELEASE_STEP`] bytes, so that resident memory does not grow with the file.
+pub const MAP_KEEP_BEHIND: usize = 8 * 1024 * 1024;
+
+/// Bytes released from a mapped file's front at a time (see [`MAP_KEEP_BEHIND`]).
+pub const MAP_RELEASE_STEP: usize = 4 * 1024 * 1024;
+
+/// Smallest snap length of a classic pcap file that is mapped rather than read: a capture
+/// of whole frames, most of whose bytes (bulk payload) the analysis never reads, so the
+/// kernel's copy into a read buffer is mostly waste. A header-only capture (tcpdump -s
+/// 256) is read: its records are read nearly whole anyway, a reused read buffer stays in
+/// the cache and the TLB for the threads that share it, and mapped it ran no faster on
+/// one thread and 19 % slower on two (README Speed, "Read against map").
+pub const MAP_MIN_SNAPLEN: usize = 4096;

@@ -22,10 +22,65 @@ use pcap_parser::pcapng::Block;
 use pcap_parser::{parse_block_be, parse_block_le};
 
 use crate::error::CaptureError;
-use crate::limits::{MAX_INTERFACES, MAX_RECORD_BYTES, MAX_SHARED_BLOCK_BYTES, MAX_SPARE_BLOCKS, STREAM_CHUNK_BYTES};
+use crate::limits::{
+    MAP_KEEP_BEHIND, MAP_MIN_SNAPLEN, MAP_RELEASE_STEP, MAX_INTERFACES, MAX_RECORD_BYTES, MAX_SHARED_BLOCK_BYTES,
+    MAX_SPARE_BLOCKS, STREAM_CHUNK_BYTES,
+};
+use crate::map::{prefetch, MappedFile};
 
 /// A block of input bytes that packets borrow from and other threads may share.
-pub type SharedBlock = Arc<Vec<u8>>;
+pub type SharedBlock = Arc<InputBlock>;
+
+/// Bytes of input: read into memory, or a window of a mapped file.
+#[derive(Debug, Clone, Default)]
+pub struct InputBlock(Bytes);
+
+#[derive(Debug, Clone)]
+enum Bytes {
+    /// Read from a stream into this buffer.
+    Heap(Vec<u8>),
+    /// A whole capture given in memory ([`CaptureReader::from_shared`]).
+    Whole(Arc<Vec<u8>>),
+    /// `file.bytes()[start..start + len]`.
+    Map { file: Arc<MappedFile>, start: usize, len: usize },
+}
+
+impl Default for Bytes {
+    fn default() -> Self {
+        Bytes::Heap(Vec::new())
+    }
+}
+
+impl std::ops::Deref for InputBlock {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            Bytes::Heap(v) => v,
+            Bytes::Whole(v) => v,
+            Bytes::Map { file, start, len } => file.bytes().get(*start..*start + *len).unwrap_or(&[]),
+        }
+    }
+}
+
+impl From<Vec<u8>> for InputBlock {
+    fn from(v: Vec<u8>) -> Self {
+        InputBlock(Bytes::Heap(v))
+    }
+}
+
+impl InputBlock {
+    /// The buffer of a block read into memory (any other block becomes an empty one).
+    fn heap(&mut self) -> &mut Vec<u8> {
+        if !matches!(self.0, Bytes::Heap(_)) {
+            self.0 = Bytes::Heap(Vec::new());
+        }
+        match &mut self.0 {
+            Bytes::Heap(v) => v,
+            _ => unreachable!("made a heap block above"),
+        }
+    }
+}
 
 /// Where a packet's bytes lie in a shareable [`SharedBlock`]: `block[start..start + len]`, `len`
 /// the packet's captured length.
@@ -136,6 +191,26 @@ enum Storage {
         share: bool,
         spare: Vec<SharedBlock>,
     },
+    /// A mapped regular file: `buf` is the window `[base, base + buf.len())` of it the
+    /// reader parses (records are shared from it, never copied); `limit` the file's
+    /// length as mapped (its length now once it `shrank`, which the window never passes);
+    /// `released` how far the file's pages have been unmapped behind the cursor.
+    Mapped {
+        file: Arc<MappedFile>,
+        buf: SharedBlock,
+        limit: usize,
+        released: usize,
+        shrank: Shrink,
+    },
+}
+
+/// Whether a mapped file was seen to shrink under the map, and whether that was said.
+#[derive(Debug, Clone, Copy)]
+enum Shrink {
+    No,
+    /// From this length (to the storage's `limit`).
+    Seen(usize),
+    Reported,
 }
 
 /// Outcome of parsing one record at the front of the window (numbers only, so the borrow
@@ -177,6 +252,9 @@ pub struct CaptureReader {
     warnings: Vec<CaptureError>,
     /// Records whose caplen exceeded their len (see `suspect_caplen`).
     caplen_over_len: u64,
+    /// How far (offset in the capture stream) the record loop has asked the CPU for the
+    /// bytes ahead of the cursor (see [`PREFETCH_AHEAD`]).
+    asked: u64,
     input_total: Option<u64>,
     input_counter: Option<Counter>,
 }
@@ -206,15 +284,40 @@ impl CaptureReader {
         if name == "-" {
             return Self::from_reader("stdin", Box::new(io::stdin()), None);
         }
+        let mut file = File::open(path).map_err(|e| io_err(&name, e))?;
+        let meta = file.metadata().ok();
+        let total = meta.as_ref().map(|m| m.len());
+        let regular = meta.is_some_and(|m| m.is_file());
+        // A plain regular file is mapped, not read: the kernel's copy into a read buffer
+        // was a third to a half of a full-payload run (benches/read-vs-map.c: 10 ms a GB
+        // mapped against 150 ms read; README Speed). A file cut short under the map ends
+        // there with an error instead of SIGBUS (`map`).
+        if regular && worth_mapping(&file) && std::env::var_os("LNETCAP_NO_MAP").is_none() {
+            match MappedFile::open(file, total.unwrap_or(0)) {
+                Ok(map) => return Self::mapped(name, map),
+                Err(f) => file = f,
+            }
+        }
+        Self::from_stream(&name, Box::new(file), total, regular)
+    }
+
+    /// Opens a capture file and reads it with `read()` into a buffer, never through a
+    /// map ([`open`](Self::open) maps plain regular files): the path of pipes and
+    /// compressed files, for a file (tests hold the two to the same records).
+    pub fn open_unmapped(path: &Path) -> Result<Self, CaptureError> {
+        let name = path.display().to_string();
         let file = File::open(path).map_err(|e| io_err(&name, e))?;
         let total = file.metadata().map(|m| m.len()).ok();
-        // Buffered reads, not a memory map: a file truncated while it is read (a rotating
-        // ring) ends early instead of killing the process with SIGBUS, and half the
-        // resident memory (13-17 MiB against 31-33 MiB with the pages behind the cursor
-        // dropped). A map is faster (benches/read-vs-map.c: 150 ms against 10 ms a GB of
-        // full payload, 47 against 38 ms for the header-only bench capture; README Speed).
         let regular = file.metadata().is_ok_and(|m| m.is_file());
         Self::from_stream(&name, Box::new(file), total, regular)
+    }
+
+    /// A reader of a mapped file: windows of the map, from its first byte.
+    fn mapped(name: String, file: Arc<MappedFile>) -> Result<Self, CaptureError> {
+        let limit = file.bytes().len();
+        let buf = Arc::new(InputBlock(Bytes::Map { file: Arc::clone(&file), start: 0, len: 0 }));
+        let storage = Storage::Mapped { file, buf, limit, released: 0, shrank: Shrink::No };
+        Self::with_storage(name, storage, Compression::None, Some(limit as u64), None)
     }
 
     /// Reads a capture from memory (tests, fuzzing, already-loaded data).
@@ -228,9 +331,10 @@ impl CaptureReader {
     }
 
     /// Reads an uncompressed capture shared with the caller (benchmarks: no copy per run).
-    pub fn from_shared(name: &str, bytes: SharedBlock) -> Result<Self, CaptureError> {
+    pub fn from_shared(name: &str, bytes: Arc<Vec<u8>>) -> Result<Self, CaptureError> {
         let total = bytes.len() as u64;
-        Self::with_storage(name.to_string(), Storage::Shared(bytes), Compression::None, Some(total), None)
+        let block = Arc::new(InputBlock(Bytes::Whole(bytes)));
+        Self::with_storage(name.to_string(), Storage::Shared(block), Compression::None, Some(total), None)
     }
 
     /// Reads a capture from any byte stream (pipes, sockets); gzip / zstd are recognised.
@@ -287,6 +391,7 @@ impl CaptureReader {
             last_ts_ns: 0,
             warnings: Vec::new(),
             caplen_over_len: 0,
+            asked: 0,
             input_total: total,
             input_counter: counter,
         };
@@ -340,6 +445,7 @@ impl CaptureReader {
             Storage::Owned(v) => v.get(self.pos..).unwrap_or(&[]),
             Storage::Shared(v) => v.get(self.pos..).unwrap_or(&[]),
             Storage::Stream { buf, end, .. } => buf.get(self.pos..*end).unwrap_or(&[]),
+            Storage::Mapped { buf, .. } => buf.get(self.pos..).unwrap_or(&[]),
         }
     }
 
@@ -350,6 +456,9 @@ impl CaptureReader {
     /// Reads more input into the stream buffer, keeping the unread bytes. Returns false when
     /// no more bytes can come.
     fn refill(&mut self, want: usize) -> Result<bool, CaptureError> {
+        if let Storage::Mapped { .. } = self.storage {
+            return self.refill_map(want);
+        }
         let frame = self.frame;
         let Storage::Stream { reader, buf, end, eof, spare, .. } = &mut self.storage else {
             return Ok(false);
@@ -362,7 +471,7 @@ impl CaptureReader {
         if Arc::get_mut(buf).is_none() {
             let free = spare.iter().position(|b| Arc::strong_count(b) == 1 && Arc::weak_count(b) == 0);
             let mut next = free.map(|i| spare.swap_remove(i)).unwrap_or_default();
-            let nb = Arc::make_mut(&mut next);
+            let nb = Arc::make_mut(&mut next).heap();
             let unread = *end - self.pos;
             if nb.len() < unread {
                 nb.resize(unread, 0);
@@ -377,7 +486,7 @@ impl CaptureReader {
             self.pos = 0;
         }
         // No other holder now: make_mut does not copy.
-        let buf = Arc::make_mut(buf);
+        let buf = Arc::make_mut(buf).heap();
         // Compact: move the unread bytes to the front.
         if self.pos > 0 {
             buf.copy_within(self.pos..*end, 0);
@@ -413,6 +522,73 @@ impl CaptureReader {
             }
         }
         Ok(got_any)
+    }
+
+    /// [`refill`](Self::refill) of a mapped file: the next window, from the first unread
+    /// byte, at least `want` bytes longer (up to the file's end), its pages mapped in one
+    /// call; the file's pages far enough behind are released.
+    fn refill_map(&mut self, want: usize) -> Result<bool, CaptureError> {
+        self.note_shrink();
+        // A cut that no fault showed yet (pages not touched since, or a cut inside the
+        // page the window ends in, whose tail reads as zeros).
+        if let Storage::Mapped { file, limit, shrank: Shrink::No, .. } = &self.storage {
+            match file.length_now().map(|n| usize::try_from(n).unwrap_or(usize::MAX)) {
+                Some(now) if now < *limit => self.cut_map(now),
+                _ => {}
+            }
+        }
+        let (at, frame) = (self.base as usize + self.pos, self.frame);
+        let Storage::Mapped { file, buf, limit, released, shrank } = &mut self.storage else { return Ok(false) };
+        let have = buf.len().saturating_sub(self.pos);
+        let len = (have + want.max(STREAM_CHUNK_BYTES)).min(limit.saturating_sub(at));
+        if len <= have {
+            let Shrink::Seen(from) = *shrank else { return Ok(false) };
+            *shrank = Shrink::Reported;
+            let why = format!(
+                "the file shrank from {from} to {limit} bytes while it was read (another process truncated it): what it had past its new end is not read"
+            );
+            let what = format!("{} at offset {at}, after frame {frame}", self.name);
+            return Err(io_err(&what, io::Error::new(io::ErrorKind::UnexpectedEof, why)));
+        }
+        file.populate(at + have, len - have);
+        *buf = Arc::new(InputBlock(Bytes::Map { file: Arc::clone(file), start: at, len }));
+        self.base = at as u64;
+        self.pos = 0;
+        if at >= *released + MAP_KEEP_BEHIND + MAP_RELEASE_STEP {
+            let to = at - MAP_KEEP_BEHIND;
+            file.release(*released, to - *released);
+            *released = to;
+        }
+        Ok(true)
+    }
+
+    /// A mapped file whose shrinking has not been noted yet shrank.
+    #[inline(always)]
+    fn map_shrank(&self) -> bool {
+        matches!(&self.storage, Storage::Mapped { file, shrank: Shrink::No, .. } if file.shrank())
+    }
+
+    /// The mapped file shrank: its length now is the limit, and the window is cut there
+    /// (records before it are read as usual; the end says what happened).
+    #[cold]
+    #[inline(never)]
+    fn note_shrink(&mut self) {
+        if let (true, Storage::Mapped { file, .. }) = (self.map_shrank(), &self.storage) {
+            let now = file.length_now().map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX));
+            self.cut_map(now);
+        }
+    }
+
+    /// The mapped file is `now` bytes long, shorter than mapped: the window ends there.
+    fn cut_map(&mut self, now: usize) {
+        let start = self.base as usize;
+        let Storage::Mapped { file, buf, limit, shrank, .. } = &mut self.storage else { return };
+        let now = now.min(*limit);
+        *shrank = Shrink::Seen(*limit);
+        *limit = now;
+        let keep = now.saturating_sub(start).min(buf.len());
+        *buf = Arc::new(InputBlock(Bytes::Map { file: Arc::clone(file), start, len: keep }));
+        self.pos = self.pos.min(keep);
     }
 
     fn ensure(&mut self, n: usize) -> Result<bool, CaptureError> {
@@ -461,10 +637,16 @@ impl CaptureReader {
     /// header whose length cannot be trusted). Malformed blocks that can be skipped are
     /// reported through [`drain_warnings`](Self::drain_warnings).
     pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, CaptureError> {
+        if self.map_shrank() {
+            self.note_shrink();
+        }
         // The usual record: a whole pcap record in the window.
         if let CaptureFormat::Pcap { nanos, big_endian, linktype, .. } = self.format {
             if let Some(p) = whole_pcap_record(self.window(), nanos, big_endian, linktype) {
-                return Ok(Some(self.take_packet(p)));
+                if !self.map_shrank() {
+                    return Ok(Some(self.take_packet(p)));
+                }
+                self.note_shrink();
             }
         }
         loop {
@@ -479,6 +661,11 @@ impl CaptureReader {
                 CaptureFormat::Pcap { nanos, big_endian, linktype, .. } => step_pcap(win, nanos, big_endian, linktype),
                 CaptureFormat::PcapNg => step_pcapng(win, self.ng_big_endian, &self.interfaces, self.last_ts_ns),
             };
+            // A fault while the record was parsed: the file was cut; parse again up to the cut.
+            if self.map_shrank() {
+                self.note_shrink();
+                continue;
+            }
             match step {
                 Step::Need(n) => {
                     let have = self.window().len();
@@ -539,13 +726,7 @@ impl CaptureReader {
             self.suspect_caplen(offset, p.data_len, p.origlen);
         }
         self.last_ts_ns = p.ts_ns;
-        let (all, shared): (&[u8], Option<&SharedBlock>) = match &self.storage {
-            Storage::Owned(v) => (v, None),
-            Storage::Shared(block) => (block, Some(block)),
-            // Not a buffer grown for a huge record: a small packet after it would hold
-            // all of it.
-            Storage::Stream { buf, share, .. } => (buf, (*share && buf.len() <= MAX_SHARED_BLOCK_BYTES).then_some(buf)),
-        };
+        let (all, _, shared) = self.run_parts();
         Packet {
             frame: self.frame,
             ts_ns: p.ts_ns,
@@ -603,15 +784,20 @@ impl<'a> Run<'a> {
     }
 }
 
-/// Fills `out` with the whole records at `pos` in `all[..end]`, at most `max`; stops
-/// before any record the general path must see (one not whole in the window, over the
-/// record limit, or with more bytes captured than its frame had, which warns). Returns
-/// the position after the last one taken.
+/// How far ahead of a record the record loop asks for the capture's bytes, and how many
+/// 64-byte lines from there (a header-only record is about 200 bytes; a larger record's
+/// payload between headers is asked for in part, and not read).
+const PREFETCH_AHEAD: usize = 16 * 1024;
+
+/// Fills `out` with the whole records at `pos` in `win`, at most `max`; stops before any
+/// record the general path must see (one not whole in the window, over the record limit,
+/// or with more bytes captured than its frame had, which warns). Returns the position
+/// after the last one taken; `asked`: how far the bytes ahead have been asked for.
 #[inline(always)]
 fn fill_run<const BE: bool, const NANOS: bool>(
-    all: &[u8],
+    asked: &mut usize,
+    win: &[u8],
     mut pos: usize,
-    end: usize,
     base: u64,
     frame: u64,
     out: &mut Vec<Rec>,
@@ -625,7 +811,6 @@ fn fill_run<const BE: bool, const NANOS: bool>(
             u32::from_le_bytes(b)
         }
     };
-    let win = all.get(..end).unwrap_or(&[]);
     let mut frame = frame;
     while out.len() < max {
         let Some(h) = win.get(pos..pos + 16).and_then(|h| <&[u8; 16]>::try_from(h).ok()) else { break };
@@ -634,6 +819,14 @@ fn fill_run<const BE: bool, const NANOS: bool>(
         if len > MAX_RECORD_BYTES || win.len() - pos - 16 < len || caplen > origlen {
             break;
         }
+        // Every line up to PREFETCH_AHEAD ahead, asked for once.
+        let to = pos + PREFETCH_AHEAD;
+        let mut at = (*asked).max(pos);
+        while at < to {
+            prefetch(win.as_ptr().wrapping_add(at));
+            at += 64;
+        }
+        *asked = at;
         let frac = if NANOS { u64::from(word(h, 4)) } else { u64::from(word(h, 4)) * 1000 };
         frame += 1;
         out.push(Rec {
@@ -658,13 +851,9 @@ impl CaptureReader {
     /// general path (`next_packet`: a refill, a record that warns, the end).
     pub fn next_run(&mut self, out: &mut Vec<Rec>, max: usize) -> Option<Run<'_>> {
         let CaptureFormat::Pcap { nanos, big_endian, linktype, .. } = self.format else { return None };
-        let (all, end, shared): (&[u8], usize, Option<&SharedBlock>) = match &self.storage {
-            Storage::Owned(v) => (v, v.len(), None),
-            Storage::Shared(block) => (block, block.len(), Some(block)),
-            Storage::Stream { buf, end, share, .. } => {
-                (buf, *end, (*share && buf.len() <= MAX_SHARED_BLOCK_BYTES).then_some(buf))
-            }
-        };
+        if self.map_shrank() {
+            self.note_shrink();
+        }
         let first = out.len();
         let fill = match (big_endian, nanos) {
             (false, false) => fill_run::<false, false>,
@@ -672,12 +861,49 @@ impl CaptureReader {
             (true, false) => fill_run::<true, false>,
             (true, true) => fill_run::<true, true>,
         };
-        self.pos = fill(all, self.pos, end, self.base, self.frame, out, max);
+        // Only a map's bytes are asked for ahead: a read buffer's are in the cache already.
+        let mut asked = match self.storage {
+            Storage::Mapped { .. } => self.asked.saturating_sub(self.base) as usize,
+            _ => usize::MAX - PREFETCH_AHEAD,
+        };
+        let (all, end, _) = self.run_parts();
+        self.pos = fill(&mut asked, all.get(..end).unwrap_or(&[]), self.pos, self.base, self.frame, out, max);
+        self.asked = self.base.saturating_add(asked as u64);
+        // A fault while the headers were read: the file was cut under the map.
+        if self.map_shrank() {
+            self.note_shrink();
+            self.keep_before_cut(out, first);
+        }
         if let Some(last) = out[first..].last() {
             self.frame = last.frame;
             self.last_ts_ns = last.ts_ns;
         }
+        let (all, _, shared) = self.run_parts();
         Some(Run { bytes: all, shared, linktype })
+    }
+
+    /// The storage's bytes, how far they hold input, and the block packets may share.
+    #[inline(always)]
+    fn run_parts(&self) -> (&[u8], usize, Option<&SharedBlock>) {
+        match &self.storage {
+            Storage::Owned(v) => (v, v.len(), None),
+            Storage::Shared(block) => (block, block.len(), Some(block)),
+            Storage::Stream { buf, end, share, .. } => {
+                (buf, *end, (*share && buf.len() <= MAX_SHARED_BLOCK_BYTES).then_some(buf))
+            }
+            Storage::Mapped { buf, .. } => (buf, buf.len(), Some(buf)),
+        }
+    }
+
+    /// After a cut: drops the run's records from the first that does not end before the
+    /// window's (new) end, and puts the cursor at it.
+    #[cold]
+    fn keep_before_cut(&mut self, out: &mut Vec<Rec>, first: usize) {
+        let end = self.window().len() + self.pos;
+        if let Some(k) = out[first..].iter().position(|r| r.start + r.len as usize > end) {
+            self.pos = out[first + k].start - 16;
+            out.truncate(first + k);
+        }
     }
 
     /// A record with more bytes captured than its frame had: named once per source (the
@@ -704,6 +930,31 @@ impl CaptureReader {
     pub fn caplen_over_len(&self) -> u64 {
         self.caplen_over_len
     }
+}
+
+/// Whether a file is better mapped than read: a classic pcap file (not compressed, not
+/// pcapng) whose snap length is at least [`MAP_MIN_SNAPLEN`]. Read in place (the file's
+/// position does not move).
+fn worth_mapping(file: &File) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut h = [0u8; 24];
+    if file.read_at(&mut h, 0).unwrap_or(0) < 24 {
+        return false;
+    }
+    let snap = |be: bool| {
+        let b = [h[16], h[17], h[18], h[19]];
+        if be {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        }
+    };
+    let snaplen = match [h[0], h[1], h[2], h[3]] {
+        [0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1] => snap(false),
+        [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d] => snap(true),
+        _ => return false,
+    };
+    snaplen as usize >= MAP_MIN_SNAPLEN
 }
 
 fn read_up_to(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
@@ -1100,6 +1351,120 @@ mod tests {
                 proptest::prop_assert_eq!(want.0.len(), recs.len());
             }
             proptest::prop_assert_eq!(read_all(open(), &runs), want);
+        }
+    }
+
+    /// A temporary file, removed when dropped.
+    struct TempFile(std::path::PathBuf);
+
+    impl TempFile {
+        fn new(tag: &str, bytes: &[u8]) -> Self {
+            static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let path = std::env::temp_dir().join(format!("lnetcap-{tag}-{}-{n}.pcap", std::process::id()));
+            std::fs::write(&path, bytes).unwrap();
+            TempFile(path)
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    /// What a packet is, whichever way it was read (where it lies in its block depends
+    /// on how the input was cut into blocks).
+    fn without_block_offsets(
+        mut all: (Vec<Seen>, Vec<String>, String, u64, u64),
+    ) -> (Vec<Seen>, Vec<String>, String, u64, u64) {
+        all.0.iter_mut().for_each(|s| s.7 = None);
+        all
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(60))]
+        /// A plain file is mapped, and the map gives what reading the file gives: the
+        /// same packets, warnings, end or error (a last record cut short), one record at
+        /// a time and in runs.
+        #[test]
+        fn test_a_mapped_file_gives_what_reading_it_gives(
+            be in proptest::prelude::any::<bool>(),
+            nanos in proptest::prelude::any::<bool>(),
+            recs in proptest::collection::vec(
+                (proptest::prop_oneof![0u16..80, 1400u16..1600, 60000u16..65535], -20i16..200, 0u32..4, 0u32..1_000_000),
+                0..60,
+            ),
+            tail in proptest::prop_oneof![proptest::strategy::Just(0usize), 1usize..40],
+            runs in proptest::collection::vec(1usize..9, 1..4),
+        ) {
+            let f = TempFile::new("map", &random_pcap(be, nanos, &recs, tail));
+            let mapped = CaptureReader::open(&f.0).unwrap();
+            let is_mapped = matches!(mapped.storage, Storage::Mapped { .. });
+            proptest::prop_assert!(is_mapped);
+            let want = without_block_offsets(read_all(CaptureReader::open_unmapped(&f.0).unwrap(), &[]));
+            proptest::prop_assert_eq!(without_block_offsets(read_all(mapped, &[])), want.clone());
+            let mapped = CaptureReader::open(&f.0).unwrap();
+            proptest::prop_assert_eq!(without_block_offsets(read_all(mapped, &runs)), want);
+        }
+    }
+
+    /// 6,000 records of 1,000 bytes (6 MB) in a file; opens it mapped, reads 10 packets,
+    /// cuts the file to `cut` bytes and reads on (in runs of 500, or a packet at a time):
+    /// returns the frames of the packets after the cut that came whole, the end, and
+    /// whether a page of the map faulted (SIGBUS, a zero page put in its place).
+    fn read_across_a_cut(cut: usize, runs: &[usize]) -> (Vec<u64>, String, bool) {
+        let (n, len) = (6000u32, 1000usize);
+        let f = TempFile::new("cut", &pcap(n, len));
+        let mut r = CaptureReader::open(&f.0).unwrap();
+        assert!(matches!(r.storage, Storage::Mapped { .. }));
+        for i in 0..10 {
+            assert_eq!(r.next_packet().unwrap().unwrap().data, &record_bytes(i, len)[..]);
+        }
+        std::fs::OpenOptions::new().write(true).open(&f.0).unwrap().set_len(cut as u64).unwrap();
+        let Storage::Mapped { file, .. } = &r.storage else { unreachable!("mapped above") };
+        let file = Arc::clone(file);
+        let (seen, _, end, _, _) = read_all(r, runs);
+        // Frames that end before the cut, as they were in the file.
+        for s in seen.iter().filter(|s| 24 + s.0 as usize * (16 + len) <= cut) {
+            assert_eq!(s.4, record_bytes(s.0 as u32 - 1, len), "frame {} read as it was in the file", s.0);
+        }
+        (seen.iter().map(|s| s.0).collect(), end, file.shrank())
+    }
+
+    /// A file cut short while it is mapped and read (a ring reusing it, copytruncate)
+    /// ends at the cut with an error that says so: no SIGBUS, and no record from past
+    /// the cut. The cut ahead of the reader's window (seen by the file's length at the
+    /// next window) and inside it (seen by the fault of a page past the new end, a zero
+    /// page put in its place): in runs, every record that ends before the cut and none
+    /// after; a packet at a time, the record across the cut may come with zeros past it
+    /// (its bytes are read after it is handed out), never one after it.
+    #[test]
+    fn a_file_cut_short_under_its_map_ends_at_the_cut_with_an_error() {
+        let rec = 16 + 1000;
+        let whole_before = |cut: usize| ((cut - 24) / rec) as u64;
+        // (cut, runs, whether a fault shows it: a cut inside the window the reader is in)
+        let ahead = 24 + 4500 * rec + 300;
+        let cases = [
+            (ahead, &[500][..], false),
+            (ahead, &[], false),
+            (256 * 1024, &[500], true),
+            (256 * 1024, &[], true),
+            (600 * 1024 + 24, &[500], true),
+        ];
+        for (cut, runs, faults) in cases {
+            let (frames, end, faulted) = read_across_a_cut(cut, runs);
+            assert_eq!(faulted, faults, "cut {cut}, runs {runs:?}");
+            let whole = whole_before(cut);
+            assert!(end.contains(&format!("shrank from {} to {cut} bytes", 24 + 6000 * rec)), "cut {cut}: {end}");
+            let want: Vec<u64> = (11..=whole).collect();
+            if runs.is_empty() && frames.len() as u64 == whole - 9 {
+                // The packet across the cut came (zeros past it: not checked), none after.
+                assert_eq!(frames[..frames.len() - 1], want[..], "cut {cut}");
+                assert_eq!(frames.last(), Some(&(whole + 1)), "cut {cut}");
+            } else {
+                assert_eq!(frames, want, "cut {cut}, runs {runs:?}");
+            }
         }
     }
 
