@@ -178,7 +178,7 @@ pub(crate) fn run(a: &AnalyzeArgs) -> Result<u8> {
         if stop.is_set() {
             break;
         }
-        let Some(reader) = open(path) else {
+        let Some(reader) = open(path, threads > 1) else {
             code = exit::INPUT;
             continue;
         };

@@ -68,7 +68,7 @@ pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {
         // Decoding needs the byte streams only, not the TCP behaviour analysis.
         let cfg =
             DecodeConfig { ports: ports(&a.ports), detect: !a.no_detect, tcp_perf: false, ..DecodeConfig::default() };
-        let Some(mut reader) = open(path) else {
+        let Some(mut reader) = open(path, false) else {
             code = exit::INPUT;
             continue;
         };

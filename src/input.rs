@@ -119,8 +119,11 @@ impl Observer for Stderr {
 }
 
 /// Opens a capture (`-` is stdin); `None` when it cannot be opened (the error is printed).
-pub(crate) fn open(path: &Path) -> Option<CaptureReader> {
-    match CaptureReader::open(path) {
+/// `parallel`: other threads will decode its packets (`analyze --threads N`, N > 1): the
+/// file is read, not mapped (README Speed, "Read against map").
+pub(crate) fn open(path: &Path, parallel: bool) -> Option<CaptureReader> {
+    let opened = if parallel { CaptureReader::open_unmapped(path) } else { CaptureReader::open(path) };
+    match opened {
         Ok(r) => Some(r),
         Err(e) => {
             eprintln!("lnetcap: {}: {e}", path.display());

@@ -136,7 +136,7 @@ pub(crate) fn run(a: &LiveArgs) -> Result<u8> {
         Ring::new(rc, a.snaplen)
     });
     if let Some(file) = &a.replay {
-        let Some(reader) = open(file) else { return Ok(exit::INPUT) };
+        let Some(reader) = open(file, false) else { return Ok(exit::INPUT) };
         let src = Replay::new(reader, a.speed, stop.clone(), deadline, Arc::clone(&counters));
         let name = file.display().to_string();
         let r = Run { a, cfg, stop, counters, name, filter: String::new() };

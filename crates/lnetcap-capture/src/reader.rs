@@ -278,8 +278,22 @@ fn io_err(what: &str, source: io::Error) -> CaptureError {
 }
 
 impl CaptureReader {
-    /// Opens a capture file, or standard input when `path` is `-`.
+    /// Opens a capture file, or standard input when `path` is `-`. A plain classic pcap
+    /// file of whole frames is mapped ([`MAP_MIN_SNAPLEN`]), unless `LNETCAP_NO_MAP` is
+    /// set; anything else is read.
     pub fn open(path: &Path) -> Result<Self, CaptureError> {
+        Self::open_as(path, std::env::var_os("LNETCAP_NO_MAP").is_none())
+    }
+
+    /// [`open`](Self::open), but a file is read with `read()` into a buffer, never
+    /// mapped: for a run whose packets other threads decode (a reused read buffer stays
+    /// in their caches and TLB, where every page of a map is new to them: README Speed,
+    /// "Read against map"), and for tests that hold the two ways to one answer.
+    pub fn open_unmapped(path: &Path) -> Result<Self, CaptureError> {
+        Self::open_as(path, false)
+    }
+
+    fn open_as(path: &Path, may_map: bool) -> Result<Self, CaptureError> {
         let name = path.display().to_string();
         if name == "-" {
             return Self::from_reader("stdin", Box::new(io::stdin()), None);
@@ -288,27 +302,15 @@ impl CaptureReader {
         let meta = file.metadata().ok();
         let total = meta.as_ref().map(|m| m.len());
         let regular = meta.is_some_and(|m| m.is_file());
-        // A plain regular file is mapped, not read: the kernel's copy into a read buffer
-        // was a third to a half of a full-payload run (benches/read-vs-map.c: 10 ms a GB
-        // mapped against 150 ms read; README Speed). A file cut short under the map ends
+        // The kernel's copy into a read buffer was a third to a half of a full-payload
+        // run; a map does without it (README Speed). A file cut short under the map ends
         // there with an error instead of SIGBUS (`map`).
-        if regular && worth_mapping(&file) && std::env::var_os("LNETCAP_NO_MAP").is_none() {
+        if may_map && regular && worth_mapping(&file) {
             match MappedFile::open(file, total.unwrap_or(0)) {
                 Ok(map) => return Self::mapped(name, map),
                 Err(f) => file = f,
             }
         }
-        Self::from_stream(&name, Box::new(file), total, regular)
-    }
-
-    /// Opens a capture file and reads it with `read()` into a buffer, never through a
-    /// map ([`open`](Self::open) maps plain regular files): the path of pipes and
-    /// compressed files, for a file (tests hold the two to the same records).
-    pub fn open_unmapped(path: &Path) -> Result<Self, CaptureError> {
-        let name = path.display().to_string();
-        let file = File::open(path).map_err(|e| io_err(&name, e))?;
-        let total = file.metadata().map(|m| m.len()).ok();
-        let regular = file.metadata().is_ok_and(|m| m.is_file());
         Self::from_stream(&name, Box::new(file), total, regular)
     }
 
