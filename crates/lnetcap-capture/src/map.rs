@@ -218,3 +218,60 @@ impl Drop for MappedFile {
         CLAIMED[self.slot].store(false, Ordering::Release);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    /// In a child process (the test binary run again on this test with
+    /// `LNETCAP_FOREIGN_SIGBUS` set): installs the handler through a registered map, then
+    /// maps another file itself, cuts that file and touches a page past its end. The
+    /// handler must not take that fault for one of its own: the child dies of SIGBUS, as
+    /// it would without the handler.
+    #[test]
+    fn a_sigbus_outside_the_registered_maps_still_kills() {
+        if let Some(path) = std::env::var_os("LNETCAP_FOREIGN_SIGBUS") {
+            let ours = std::path::PathBuf::from(&path).with_extension("ours");
+            std::fs::write(&ours, vec![1u8; 65536]).unwrap();
+            let _registered = MappedFile::open(File::open(&ours).unwrap(), 65536).unwrap();
+            let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+            // SAFETY: the point of the test: a map of a file cut under it, outside ours.
+            let foreign = unsafe { MmapOptions::new().len(65536).map(&f).unwrap() };
+            f.set_len(0).unwrap();
+            let touched = std::hint::black_box(foreign[40000]);
+            // Not reached when the fault kills the process, as it must.
+            std::process::exit(i32::from(touched) + 100);
+        }
+        let path = std::env::temp_dir().join(format!("lnetcap-foreign-{}.pcap", std::process::id()));
+        std::fs::write(&path, vec![7u8; 65536]).unwrap();
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "map::tests::a_sigbus_outside_the_registered_maps_still_kills", "--nocapture"])
+            .env("LNETCAP_FOREIGN_SIGBUS", &path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(path.with_extension("ours"));
+        assert_eq!(status.signal(), Some(libc::SIGBUS), "the child ended {status:?}, not by SIGBUS");
+    }
+
+    /// The other side: a fault inside a registered map gets a zero page and marks the
+    /// file, and the process lives on.
+    #[test]
+    fn a_sigbus_inside_a_registered_map_reads_zeros_and_marks_the_file() {
+        let path = std::env::temp_dir().join(format!("lnetcap-own-{}", std::process::id()));
+        std::fs::write(&path, vec![9u8; 3 * 4096]).unwrap();
+        let map = MappedFile::open(File::open(&path).unwrap(), 3 * 4096).unwrap();
+        assert_eq!(map.bytes()[5000], 9);
+        assert!(!map.shrank());
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(4096).unwrap();
+        assert_eq!(std::hint::black_box(map.bytes()[2 * 4096 + 10]), 0);
+        assert!(map.shrank());
+        assert_eq!(map.length_now(), Some(4096));
+        assert_eq!(map.bytes()[100], 9, "bytes before the cut are the file's");
+        drop(map);
+        let _ = std::fs::remove_file(&path);
+    }
+}
