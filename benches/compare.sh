@@ -23,6 +23,8 @@
 # Commands (the page cache is warmed with the file first, so every tool reads from memory):
 #   lnetcap decode --format jsonl FILE > /dev/null  every message, PtlRPC bodies decoded
 #   lnetcap analyze -q --threads 1 --json OUT FILE  decode + TCP behaviour + RPCs + model
+#   the two above with LNETCAP_NO_MAP=1            full payload and metadata only (files
+#                                                   those map): the map's own effect
 #   lnetcap analyze -q --json OUT FILE              the same on every core (--threads nproc)
 #   tshark -r FILE -T fields -e frame.number -e lnet.msg_type -e lnet.msg_dst_match_bits
 #          -e lnet.ptl_index -e lnet.payload_length  (Wireshark's LNet dissector)
@@ -121,14 +123,22 @@ for cap in header full metadata; do
   r=$runs
   [[ $cap == full ]] && ((r > 3)) && r=3
   declare -A t=() m=() q=() w=() u=()
+  # The whole-frame captures are mapped by decode and one-thread analyze: the same two
+  # with LNETCAP_NO_MAP=1 (read) too, so the map's own effect comes from the same rounds.
+  read_cmds=()
+  if [[ $cap != header ]]; then
+    read_cmds=("decodeR=env LNETCAP_NO_MAP=1 $bin decode --format jsonl $f"
+      "analyze1R=env LNETCAP_NO_MAP=1 $bin analyze -q --threads 1 --json $tmp/out1r.json $f")
+  fi
   while read -r k wall rss q1 med q3 ws cpu; do
     k=${k/\*/x}
     t[$k]=$wall m[$k]=$rss q[$k]="$med $q1 $q3" w[$k]=$ws u[$k]=$cpu
   done < <(rounds "$r" "tcptrace=tcptrace -l -r -n $f" "decode=$bin decode --format jsonl $f" \
     "analyze1=$bin analyze -q --threads 1 --json $tmp/out1.json $f" \
     "analyzeN=$bin analyze -q --json $tmp/outN.json $f" \
-    "analyze1*$cores=$bin analyze -q --threads 1 --json $tmp/outP{i}.json $f")
+    "analyze1*$cores=$bin analyze -q --threads 1 --json $tmp/outP{i}.json $f" "${read_cmds[@]}")
   tools=(decode analyze1 analyzeN tcptrace)
+  ((${#read_cmds[@]})) && tools=(decode decodeR analyze1 analyze1R analyzeN tcptrace)
   if [[ $cap == header || ${TSHARK_FULL:-0} == 1 ]]; then
     read -r _ t[tshark] m[tshark] _ _ _ _ u[tshark] < <(rounds 1 "tshark=tshark -r $f -T fields -e frame.number -e lnet.msg_type \
       -e lnet.msg_dst_match_bits -e lnet.ptl_index -e lnet.payload_length")
@@ -138,7 +148,9 @@ for cap in header full metadata; do
   for k in "${tools[@]}"; do
     case $k in
       decode) name="lnetcap decode" ;;
+      decodeR) name="  read (NO_MAP)" ;;
       analyze1) name="lnetcap analyze (1)" ;;
+      analyze1R) name="  read (NO_MAP)" ;;
       analyzeN) name="lnetcap analyze ($cores)" ;;
       *) name=$k ;;
     esac
@@ -167,4 +179,13 @@ if cpu > 1.5:
 c = sorted($cores * a / b for a, b in zip([${w[analyze1]}], [${w[analyze1x$cores]}]))
 e = sorted(p / ($cores * n) for n, p in zip([${w[analyzeN]}], [${w[analyze1x$cores]}]))
 print('%-12s %-22s $cores one-thread runs at once: %.2fx the throughput of one (per round: %.2f-%.2f), the ceiling of $cores cores here; the $cores-thread run reaches %.0f %% of it (per round: %.0f-%.0f %%)' % ('$cap', 'lnetcap analyze', statistics.median(c), q(c, 0.25), q(c, 0.75), 100 * statistics.median(e), 100 * q(e, 0.25), 100 * q(e, 0.75)))"
+  if ((${#read_cmds[@]})); then
+    # Mapped against read, round by round (the default's speed over NO_MAP's).
+    python3 -c "
+import statistics
+q = lambda r, f: r[min(len(r) - 1, int(f * len(r)))]
+for name, m, rd in (('decode', [${w[decode]}], [${w[decodeR]}]), ('analyze (1)', [${w[analyze1]}], [${w[analyze1R]}])):
+    r = sorted(b / a for a, b in zip(m, rd))
+    print('%-12s %-22s mapped against read: %.2fx (per round: %.2f-%.2f)' % ('$cap', 'lnetcap ' + name, statistics.median(r), q(r, 0.25), q(r, 0.75)))"
+  fi
 done
