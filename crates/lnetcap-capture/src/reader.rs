@@ -63,12 +63,6 @@ impl std::ops::Deref for InputBlock {
     }
 }
 
-impl From<Vec<u8>> for InputBlock {
-    fn from(v: Vec<u8>) -> Self {
-        InputBlock(Bytes::Heap(v))
-    }
-}
-
 impl InputBlock {
     /// The buffer of a block read into memory (any other block becomes an empty one).
     fn heap(&mut self) -> &mut Vec<u8> {
@@ -610,16 +604,13 @@ impl CaptureReader {
             return Err(CaptureError::NotACapture { first_bytes: hex_prefix(w) });
         }
         let magic = [w[0], w[1], w[2], w[3]];
-        let (nanos, big_endian) = match magic {
-            [0xd4, 0xc3, 0xb2, 0xa1] => (false, false),
-            [0xa1, 0xb2, 0xc3, 0xd4] => (false, true),
-            [0x4d, 0x3c, 0xb2, 0xa1] => (true, false),
-            [0xa1, 0xb2, 0x3c, 0x4d] => (true, true),
-            [0x0a, 0x0d, 0x0d, 0x0a] => {
+        let (nanos, big_endian) = match pcap_magic(magic) {
+            Some(v) => v,
+            None if magic == [0x0a, 0x0d, 0x0d, 0x0a] => {
                 self.format = CaptureFormat::PcapNg;
                 return Ok(());
             }
-            _ => return Err(CaptureError::NotACapture { first_bytes: hex_prefix(w) }),
+            None => return Err(CaptureError::NotACapture { first_bytes: hex_prefix(w) }),
         };
         if w.len() < 24 {
             return Err(CaptureError::Truncated { offset: 0, frame: 0, needed: 24 - w.len() as u64 });
@@ -786,9 +777,9 @@ impl<'a> Run<'a> {
     }
 }
 
-/// How far ahead of a record the record loop asks for the capture's bytes, and how many
-/// 64-byte lines from there (a header-only record is about 200 bytes; a larger record's
-/// payload between headers is asked for in part, and not read).
+/// How far ahead of a record the record loop asks for a mapped capture's bytes: every
+/// 64-byte line up to there, once (a large record's payload is asked for too, and not
+/// read).
 const PREFETCH_AHEAD: usize = 16 * 1024;
 
 /// Fills `out` with the whole records at `pos` in `win`, at most `max`; stops before any
@@ -943,20 +934,20 @@ fn worth_mapping(file: &File) -> bool {
     if file.read_at(&mut h, 0).unwrap_or(0) < 24 {
         return false;
     }
-    let snap = |be: bool| {
-        let b = [h[16], h[17], h[18], h[19]];
-        if be {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        }
-    };
-    let snaplen = match [h[0], h[1], h[2], h[3]] {
-        [0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1] => snap(false),
-        [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d] => snap(true),
-        _ => return false,
-    };
-    snaplen as usize >= MAP_MIN_SNAPLEN
+    let Some((_, big_endian)) = pcap_magic([h[0], h[1], h[2], h[3]]) else { return false };
+    u32_at(&h, 16, big_endian).is_some_and(|snaplen| snaplen as usize >= MAP_MIN_SNAPLEN)
+}
+
+/// A classic pcap file's magic: (timestamps in nanoseconds, written big-endian), or
+/// `None` for anything else.
+fn pcap_magic(magic: [u8; 4]) -> Option<(bool, bool)> {
+    match magic {
+        [0xd4, 0xc3, 0xb2, 0xa1] => Some((false, false)),
+        [0xa1, 0xb2, 0xc3, 0xd4] => Some((false, true)),
+        [0x4d, 0x3c, 0xb2, 0xa1] => Some((true, false)),
+        [0xa1, 0xb2, 0x3c, 0x4d] => Some((true, true)),
+        _ => None,
+    }
 }
 
 fn read_up_to(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
@@ -1212,15 +1203,14 @@ mod tests {
 
     #[test]
     fn a_regular_file_shares_its_blocks_and_nothing_else_does() {
-        let path = std::env::temp_dir().join(format!("lnetcap-share-{}.pcap", std::process::id()));
-        std::fs::write(&path, pcap(2, 100)).unwrap();
-        let mut r = CaptureReader::open(&path).unwrap();
+        let f = TempFile::new("share", &pcap(2, 100));
+        let mut r = CaptureReader::open(&f.0).unwrap();
         let p = r.next_packet().unwrap().unwrap();
         assert!(p.shared_data().is_some());
         // A packet whose bytes a wrapper moved is not.
         let elsewhere = p.data.to_vec();
         assert!(Packet { data: &elsewhere, ..p }.shared_data().is_none());
-        let _ = std::fs::remove_file(&path);
+        drop(f);
         // Pipes (small reads), in-memory input (not the reader's to hand out) and
         // compressed input are not shared.
         let mut r = CaptureReader::from_reader("t", Box::new(io::Cursor::new(pcap(2, 100))), None).unwrap();
