@@ -184,6 +184,9 @@ pub struct Framer {
     /// While desynchronised: where each segment of the skipped run starts.
     skip_map: Vec<(u64, Stamp)>,
     skip_map_full: bool,
+    /// Segments of the last skipped run (at most [`MAX_SKIP_RESERVE`]): the next run's map
+    /// starts with that room.
+    skip_hint: usize,
     last_msg: Option<Box<Message>>,
     pending_infer: Option<PendingInfer>,
     /// NIDs seen on this connection (for resync plausibility).
@@ -213,6 +216,7 @@ impl Framer {
             desync_at_boundary: false,
             skip_map: Vec::new(),
             skip_map_full: false,
+            skip_hint: 0,
             last_msg: None,
             pending_infer: None,
             known_nids: Vec::new(),
@@ -263,6 +267,9 @@ impl Framer {
         self.desync_from = at;
         self.desync_at_boundary = at_boundary && self.expect_was_framed();
         self.skip_map.clear();
+        // As long as the run before (a bulk stream loses one header after another at a
+        // short snaplen): grown once, not by doubling from nothing each run.
+        self.skip_map.reserve(self.skip_hint);
         self.skip_map.push((at, first));
         self.skip_map_full = false;
         self.pending_infer = None;
@@ -298,13 +305,21 @@ impl Framer {
             if self.expect == Expect::Desync {
                 let at = self.pos;
                 self.note_skip(at, stamp);
-                let found = find_resync(&data[i..], self.proto, &self.known_nids);
+                // Most segments of a skipped run (bulk payload) hold no type byte at all:
+                // they end here, without the call and set-up of the candidates' checks.
+                let rest = &data[i..];
+                let found = if memchr::memchr2(0xc0, 0xc1, rest).is_some() {
+                    find_resync(rest, self.proto, &self.known_nids)
+                } else {
+                    None
+                };
                 match found {
                     Some((k, proto)) => {
                         self.pos += k as u64;
                         i += k;
                         self.stats.bytes_skipped += k as u64;
                         let skipped = self.pos - self.desync_from;
+                        self.skip_hint = self.skip_map.len().min(MAX_SKIP_RESERVE);
                         if self.desync_at_boundary && !self.skip_map_full && skipped > 0 {
                             if let Some(prev) = self.last_msg.clone() {
                                 self.pending_infer = Some(PendingInfer {
@@ -440,6 +455,7 @@ impl Framer {
     /// the message in progress's extent: for a connection the table retired.
     pub fn release(&mut self) {
         self.skip_map = Vec::new();
+        self.skip_hint = 0;
         self.last_msg = None;
         self.pending_infer = None;
         self.known_nids = Vec::new();
@@ -738,6 +754,9 @@ fn sized_lnet(m: &Message) -> bool {
 const MAX_INFERRED_RUN: u64 = 4096;
 /// Segments remembered over one skipped run (for the times of inferred messages).
 const MAX_SKIP_MAP: usize = 1 << 17;
+/// Most segments a new skipped run's map reserves at once, from the run before (384 KiB:
+/// a header-only bulk stream's runs are a few thousand segments; longer runs grow).
+const MAX_SKIP_RESERVE: usize = 1 << 14;
 
 /// The i-th of k values strictly between `a` and `b` on an arithmetic progression (all equal
 /// when a == b), or `None` when the gap does not divide evenly.

@@ -146,9 +146,11 @@ pub struct CwndHeld {
 }
 
 impl CwndHeld {
-    /// Feeds one sample; returns the estimate after it (None in loss recovery).
-    pub fn add(&mut self, s: &FlightSample, idle_ns: i64) -> Option<u64> {
-        if s.recovery || self.last_t.is_some_and(|l| s.t - l > idle_ns) {
+    /// Feeds one sample; returns the estimate after it (None in loss recovery). `idle_ns`
+    /// gives the idle time that restarts the estimate, at least [`MIN_RTO_NS`]: it is
+    /// asked only after a gap that long.
+    pub fn add(&mut self, s: &FlightSample, idle_ns: impl FnOnce() -> i64) -> Option<u64> {
+        if s.recovery || self.last_t.is_some_and(|l| s.t - l > MIN_RTO_NS && s.t - l > idle_ns()) {
             self.held = 0;
         }
         self.last_t = Some(s.t);
@@ -477,8 +479,9 @@ fn on_data(me: &mut DirState, peer: &mut DirState, s: &SegInfo<'_>, series_ns: i
             }
         }
         let hole_delay = if behind { me.holes.fill(seq, end).map(|t0| (s.ts - t0).max(0)) } else { None };
-        let window = reorder_window(&me.perf, &peer.perf);
-        let upstream = hole_delay.is_some_and(|x| x >= window);
+        // The reordering window only for a hole's filler (two float quantities a segment
+        // otherwise).
+        let upstream = hole_delay.is_some_and(|x| x >= reorder_window(&me.perf, &peer.perf));
         if behind && !repeats && !upstream {
             me.perf.out_of_order += 1;
         }
@@ -509,8 +512,7 @@ fn on_data(me: &mut DirState, peer: &mut DirState, s: &SegInfo<'_>, series_ns: i
         }
         if let Some(last) = me.last_data_ts {
             let outstanding = me.snd_una.zip(me.snd_max).is_some_and(|(u, m)| after(m, u));
-            let loop_ns = me.perf.recent_loop().unwrap_or(0).max(1_000_000);
-            if !outstanding && s.ts - last > loop_ns {
+            if !outstanding && s.ts - last > me.perf.recent_loop().unwrap_or(0).max(1_000_000) {
                 me.perf.idle_ns += s.ts - last;
             }
         }
@@ -938,8 +940,8 @@ impl DirPerf {
     /// Adds a bytes-in-flight sample to the series; the idle time that restarts the
     /// window estimate is max(200 ms, 2 × the running loop median).
     fn add_flight(&mut self, s: &FlightSample, series_ns: i64) {
-        let idle = (2 * self.recent_loop().unwrap_or(0)).max(MIN_RTO_NS);
-        let c = self.cwnd.add(s, idle);
+        let median = self.recent_loop();
+        let c = self.cwnd.add(s, || (2 * median.unwrap_or(0)).max(MIN_RTO_NS));
         self.flight_series.slot(s.t, series_ns, FlightBucket::default, |b| b.add(s, c));
     }
 }
