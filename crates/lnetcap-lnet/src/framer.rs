@@ -305,14 +305,7 @@ impl Framer {
             if self.expect == Expect::Desync {
                 let at = self.pos;
                 self.note_skip(at, stamp);
-                // Most segments of a skipped run (bulk payload) hold no type byte at all:
-                // they end here, without the call and set-up of the candidates' checks.
-                let rest = &data[i..];
-                let found = if memchr::memchr2(0xc0, 0xc1, rest).is_some() {
-                    find_resync(rest, self.proto, &self.known_nids)
-                } else {
-                    None
-                };
+                let found = find_resync(&data[i..], self.proto, &self.known_nids);
                 match found {
                     Some((k, proto)) => {
                         self.pos += k as u64;
@@ -875,7 +868,24 @@ fn plausible_msg(b: &[u8], proto: Proto, known: &[Nid]) -> Option<u64> {
 /// zero union padding, small ZC cookies) and the message that follows it must parse too
 /// whenever its start was captured; a lone NOOP is accepted only when it ends exactly where
 /// the captured bytes end or is followed by another plausible message.
+///
+/// Inline up to the first candidate: most segments of a skipped run (bulk payload) hold no
+/// type byte, and end at one `memchr2` without a call.
+#[inline]
 pub fn find_resync(b: &[u8], proto: Option<Proto>, known: &[Nid]) -> Option<(usize, Proto)> {
+    if proto == Some(Proto::V1) {
+        // No type byte to search for: only a message starting exactly here.
+        return plausible_chain(b, Proto::V1, known).then_some((0, Proto::V1));
+    }
+    // The candidates' first byte (NOOP c0, LNET c1) by SIMD search (memchr): captured bulk
+    // payload is scanned byte by byte otherwise, the framer's largest cost.
+    let first = memchr::memchr2(0xc0, 0xc1, b)?;
+    resync_from(b, first, proto, known)
+}
+
+/// [`find_resync`] from `p`, the first candidate's index.
+#[inline(never)]
+fn resync_from(b: &[u8], mut p: usize, proto: Option<Proto>, known: &[Nid]) -> Option<(usize, Proto)> {
     let protos: &[Proto] = match proto {
         Some(Proto::V1) => &[Proto::V1],
         Some(Proto::V2) => &[Proto::V2],
@@ -883,26 +893,15 @@ pub fn find_resync(b: &[u8], proto: Option<Proto>, known: &[Nid]) -> Option<(usi
         Some(Proto::V3) => &[Proto::V3],
         None => &[Proto::V3, Proto::V4],
     };
-    if protos == [Proto::V1] {
-        // No type byte to search for: only a message starting exactly here.
-        return plausible_chain(b, Proto::V1, known).then_some((0, Proto::V1));
-    }
-    let mut i = 0;
-    while i + 4 <= b.len() {
-        // The candidates' first byte (NOOP c0, LNET c1) by SIMD search (memchr): captured
-        // bulk payload is scanned byte by byte otherwise, the framer's largest cost.
-        let Some(rel) = memchr::memchr2(0xc0, 0xc1, &b[i..]) else {
-            break;
-        };
-        let p = i + rel;
-        if b.len() >= p + 4 && b[p + 1..p + 4] == [0, 0, 0] {
+    while p + 4 <= b.len() {
+        if b[p + 1..p + 4] == [0, 0, 0] {
             for &pr in protos {
                 if plausible_chain(&b[p..], pr, known) {
                     return Some((p, pr));
                 }
             }
         }
-        i = p + 1;
+        p += 1 + memchr::memchr2(0xc0, 0xc1, &b[p + 1..])?;
     }
     None
 }
