@@ -119,8 +119,9 @@ struct Batch {
 
 impl Batch {
     /// Adds a packet: by reference into the reader's shareable block when it has one
-    /// (returns that block's address and length), else copied.
-    #[inline]
+    /// (returns that block's address and length), else copied. Inlined into
+    /// [`Filling::take`]: as a call, its saved registers were a fifth of its instructions.
+    #[inline(always)]
     fn add(&mut self, stamp: Stamp, pkt: &Packet<'_>) -> Option<(usize, usize)> {
         let mut held = None;
         let (block, start) = match pkt.shared_data() {

@@ -217,8 +217,10 @@ fn link_to_ip(linktype: u32, data: &[u8]) -> Result<(usize, u16), NotTcp> {
 /// the rest: for routing packets by connection (a parallel run) without building
 /// addresses. When `decode_packet` makes a TCP segment of the packet, this gives its
 /// addresses and ports or `None` (IPv6 extension headers, cut headers: decode to know);
-/// what it gives for a packet `decode_packet` rejects means nothing.
-#[inline]
+/// what it gives for a packet `decode_packet` rejects means nothing. Inlined into the
+/// reading loop: as a call, its saved registers and its 40-byte result through memory
+/// were a third of its instructions.
+#[inline(always)]
 pub fn tcp_tuple(linktype: u32, data: &[u8]) -> Option<TupleWords> {
     let (ip_off, _) = link_to_ip_usual(linktype, data).ok()?;
     let ip = data.get(ip_off..)?;

@@ -31,7 +31,9 @@ impl Pipeline {
     /// The reader's part of [`Pipeline::push`] for one packet: frame, clock, series bound,
     /// sweep schedule, and the route. A packet that shows a TCP tuple where
     /// `decode_packet` reads one is routed undecoded (its worker decodes it, and counts it
-    /// if it is not TCP after all); any other is decoded here.
+    /// if it is not TCP after all); any other is decoded here. Inlined into the reading
+    /// loop, as [`Pipeline::take_frame`] is.
+    #[inline(always)]
     pub fn front(&mut self, pkt: &Packet<'_>) -> Front {
         let (stamp, sweep) = self.take_frame(pkt);
         let mut front = Front { stamp, route: None, sweep, not_decodable: None };
