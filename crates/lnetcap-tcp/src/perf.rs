@@ -764,7 +764,9 @@ impl ConnPerf {
         }
         *owd
     }
-    /// One segment from direction `d` (0/1).
+    /// One segment from direction `d` (0/1). Inlined into the flow table's one call a
+    /// segment.
+    #[inline(always)]
     pub(crate) fn on_segment(&mut self, d: usize, s: &SegInfo<'_>) {
         let (ts_opt, ws, sack) = parse_opts(s.options);
         let [a, b] = &mut self.dirs;

@@ -778,6 +778,7 @@ impl FlowTable {
     }
 
     /// Lists connection `i` for the sweep when one of its halves holds bytes beyond a hole.
+    #[inline(always)]
     fn note_waiting(&mut self, i: u32) {
         let slot = self.slot_mut(i);
         if !slot.waiting && !slot.ignored && slot.halves.iter().any(StreamHalf::has_pending) {

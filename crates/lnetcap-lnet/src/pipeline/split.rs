@@ -53,7 +53,9 @@ impl Pipeline {
     }
 
     /// Decodes a packet: a TCP segment goes through the flow table into the decoder; any
-    /// other frame is counted. Returns why it is not decodable, if it is not.
+    /// other frame is counted. Returns why it is not decodable, if it is not. Inlined
+    /// into its two callers (one a packet each).
+    #[inline(always)]
     pub(super) fn decode_and_process(&mut self, pkt: &Packet<'_>, stamp: Stamp) -> Option<NotTcp> {
         match decode_packet(pkt.linktype, pkt.data, pkt.origlen) {
             Ok(seg) => {
