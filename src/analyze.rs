@@ -32,8 +32,8 @@ pub(crate) struct AnalyzeArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
-    /// Worker threads per capture (default: one per core). The output is the same for
-    /// any N; 1 runs everything on one thread.
+    /// Threads per capture (default: one per core). The output is the same for any N;
+    /// 1 runs everything on one thread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
 }
