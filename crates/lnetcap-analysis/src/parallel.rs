@@ -13,7 +13,8 @@
 //! thread is free taking the next shard with a batch waiting ([`Shard`]). N threads
 //! share N cores: with a pool of N beside the reader, N + 1 threads took turns on them
 //! (two threads on the header-only bench capture 1.06x faster, 1 GB of full payload
-//! 1.27x, in paired rounds). With a shard per thread
+//! 1.27x, in paired rounds; the metadata capture, where the merge and the RPC tracker are
+//! half of the run, 0.92-0.95x: see the README's Speed). With a shard per thread
 //! (the former design) a thread whose share fell behind held the merge while the other
 //! waited: connections hash unevenly when a few heavy ones carry the load. Each output
 //! is tagged with its place in the capture: (frame, phase, sub), the phases in the order
