@@ -12,9 +12,11 @@
 //! ([`help_until`]), each shard's batches one at a time in the order sent, whichever
 //! thread is free taking the next shard with a batch waiting ([`Shard`]). N threads
 //! share N cores: with a pool of N beside the reader, N + 1 threads took turns on them
-//! (two threads on the header-only bench capture 1.06x faster, 1 GB of full payload
-//! 1.27x, in paired rounds; the metadata capture, where the merge and the RPC tracker are
-//! half of the run, 0.92-0.95x: see the README's Speed). With a shard per thread
+//! (two threads on the header-only bench capture 1.06-1.10x faster, 1 GB of full
+//! payload 1.13-1.27x, in paired rounds). It helps only while every pool thread is busy:
+//! helping whenever it waited cost the metadata capture (one pair of peers, one share,
+//! the merge and the RPC tracker half of the run) 0.92-0.95x, its batches run on the
+//! reading thread between its merges; with the rule, 1.01x. With a shard per thread
 //! (the former design) a thread whose share fell behind held the merge while the other
 //! waited: connections hash unevenly when a few heavy ones carry the load. Each output
 //! is tagged with its place in the capture: (frame, phase, sub), the phases in the order
@@ -42,7 +44,11 @@ use std::collections::VecDeque;
 
 use std::sync::Mutex;
 
-use crossbeam_channel::{unbounded, Receiver, RecvError, Sender, TryRecvError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{unbounded, Receiver, RecvError, RecvTimeoutError, Sender, TryRecvError};
 use lnetcap_capture::{Packet, SharedBlock};
 use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
 use lnetcap_lnet::{LnetEvent, Message};
@@ -328,6 +334,8 @@ type Result1 = Result<Done, ()>;
 struct Shard {
     queue: Mutex<ShardQueue>,
     done: Sender<Result1>,
+    /// Pool tasks inside [`Shard::drain`], of every shard (one counter, shared).
+    busy: Arc<AtomicUsize>,
 }
 
 struct ShardQueue {
@@ -346,10 +354,10 @@ impl Shard {
     /// one-thread run's: its flow table keeps the connection limit per partition
     /// (`CONNECTION_PARTITIONS`) and the shard holds whole partitions, so the run's memory
     /// stays that of one table and it retires the connections one thread would.
-    fn new(cfg: &DecodeConfig, done: Sender<Result1>) -> Self {
+    fn new(cfg: &DecodeConfig, done: Sender<Result1>, busy: Arc<AtomicUsize>) -> Self {
         let worker = Worker { pipe: Pipeline::new(cfg.clone()), cp_given: Vec::new(), evs: Vec::new() };
         let queue = ShardQueue { worker: Some(worker), batches: VecDeque::new(), running: false, active: false };
-        Shard { queue: Mutex::new(queue), done }
+        Shard { queue: Mutex::new(queue), done, busy }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ShardQueue> {
@@ -368,7 +376,9 @@ impl Shard {
         if !q.running {
             q.running = true;
             scope.spawn(move |_| {
+                self.busy.fetch_add(1, Ordering::Relaxed);
                 self.drain();
+                self.busy.fetch_sub(1, Ordering::Relaxed);
             });
         }
     }
@@ -454,6 +464,8 @@ struct Merge<'a> {
     /// The reading thread's notices of each batch in flight, oldest first: they reach the
     /// observer in capture order with the workers' (stderr as the single loop's).
     notes: VecDeque<Outs>,
+    /// Threads of the pool.
+    pool: usize,
 }
 
 /// The reading thread's notices of the batch being read, keyed after the frame's packet.
@@ -477,7 +489,7 @@ impl Merge<'_> {
         let mut all: Vec<(Key, usize, Out)> = Vec::new();
         all.extend(self.notes.pop_front().unwrap_or_default().into_iter().map(|(k, o)| (k, 0, o)));
         for (w, rx) in rxs.iter().enumerate() {
-            let (outs, spare) = help_until(shards, w, rx)
+            let (outs, spare) = help_until(shards, w, rx, self.pool)
                 .map_err(|_| anyhow::anyhow!("{}: a worker of the parallel run stopped", self.name))?
                 .map_err(|()| anyhow::anyhow!("{}: a worker of the parallel run failed", self.name))?;
             all.extend(outs.into_iter().map(|(k, o)| (k, w, o)));
@@ -528,17 +540,31 @@ impl Merge<'_> {
     }
 }
 
-/// The result of shard `w`'s oldest batch. Until it comes, the reading thread runs the
-/// batches of a shard no thread is running, `w`'s first (the merge waits for it), as a
-/// pool task would: with a pool of one thread fewer than `--threads`, the reading thread
-/// is the last worker whenever it would otherwise wait. Blocks only when every shard
-/// with batches waiting is being run.
-fn help_until(shards: &[Shard], w: usize, rx: &Receiver<Result1>) -> Result<Result1, RecvError> {
+/// How long the reading thread waits for a result before it looks again whether every
+/// pool thread is busy (and it should run a share itself).
+const HELP_POLL: Duration = Duration::from_micros(200);
+
+/// The result of shard `w`'s oldest batch. Until it comes, and while every one of the
+/// `pool` threads is running a share, the reading thread runs the batches of a share no
+/// thread is running, `w`'s first (the merge waits for it), as a pool task would: with a
+/// pool of one thread fewer than `--threads`, the reading thread is the last worker
+/// whenever it would otherwise wait. While a pool thread is free it leaves the shares to
+/// the pool (a capture whose packets all fall in one share, one pair of peers, would
+/// otherwise have its batches run on the reading thread between its merges, one after
+/// the other), and it blocks when every share with batches waiting is being run.
+fn help_until(shards: &[Shard], w: usize, rx: &Receiver<Result1>, pool: usize) -> Result<Result1, RecvError> {
     loop {
         match rx.try_recv() {
             Ok(r) => return Ok(r),
             Err(TryRecvError::Disconnected) => return Err(RecvError),
             Err(TryRecvError::Empty) => {}
+        }
+        if shards.first().is_some_and(|s| s.busy.load(Ordering::Relaxed) < pool) {
+            match rx.recv_timeout(HELP_POLL) {
+                Ok(r) => return Ok(r),
+                Err(RecvTimeoutError::Disconnected) => return Err(RecvError),
+                Err(RecvTimeoutError::Timeout) => continue,
+            }
         }
         let free = |s: &Shard| {
             let q = s.lock();
@@ -572,17 +598,19 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
     // The reading thread is the last worker (it runs shards whenever it would wait on
     // the merge, `help_until`): a pool of one thread fewer, so that N threads share N
     // cores instead of N + 1 taking turns.
+    let pool_threads = workers.saturating_sub(1).clamp(1, shards);
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(workers.saturating_sub(1).clamp(1, shards))
+        .num_threads(pool_threads)
         .thread_name(|i| format!("lnetcap-worker-{i}"))
         .build()
         .map_err(|e| anyhow::anyhow!("{name}: cannot start {workers} worker threads: {e}"))?;
     let mut rxs = Vec::new();
+    let busy = Arc::new(AtomicUsize::new(0));
     let shards: Vec<Shard> = (0..shards)
         .map(|_| {
             let (done, rx) = unbounded();
             rxs.push(rx);
-            Shard::new(&cfg, done)
+            Shard::new(&cfg, done, Arc::clone(&busy))
         })
         .collect();
     let mut merge = Merge {
@@ -597,6 +625,7 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
         folded: Vec::new(),
         spare: Vec::new(),
         notes: VecDeque::new(),
+        pool: pool_threads,
     };
     // The reader runs here; the shards' batches on the pool. The scope ends when every
     // task has (after an error, once the batch each task is running is done).
@@ -835,7 +864,7 @@ mod tests {
 
     fn shard() -> (Shard, Receiver<Result1>) {
         let (done, rx) = unbounded();
-        (Shard::new(&DecodeConfig::default(), done), rx)
+        (Shard::new(&DecodeConfig::default(), done, Arc::new(AtomicUsize::new(0))), rx)
     }
 
     /// A batch marked with `k` (its `finish` stamp's frame, which the worker leaves on the
@@ -877,8 +906,10 @@ mod tests {
         // One pool thread and this thread taking the shards' batches as the merge does
         // (help_until): every result comes, in the order sent, whoever ran it.
         let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-        let ((a, ra), (b, rb)) = (shard(), shard());
-        let shards = [a, b];
+        let busy = Arc::new(AtomicUsize::new(0));
+        let ((da, ra), (db, rb)) = (unbounded(), unbounded());
+        let cfg = DecodeConfig::default();
+        let shards = [Shard::new(&cfg, da, Arc::clone(&busy)), Shard::new(&cfg, db, Arc::clone(&busy))];
         let mut got = [Vec::new(), Vec::new()];
         pool.in_place_scope(|scope| {
             for round in 0..20u64 {
@@ -888,7 +919,7 @@ mod tests {
                 }
                 for _ in 0..10 {
                     for (w, rx) in [&ra, &rb].into_iter().enumerate() {
-                        got[w].push(help_until(&shards, w, rx).ok().and_then(mark));
+                        got[w].push(help_until(&shards, w, rx, 1).ok().and_then(mark));
                     }
                 }
             }
@@ -902,6 +933,7 @@ mod tests {
         }
         // Nothing more was sent than asked for.
         assert!(ra.try_recv().is_err() && rb.try_recv().is_err());
+        assert_eq!(busy.load(Ordering::Relaxed), 0);
     }
 
     #[test]
