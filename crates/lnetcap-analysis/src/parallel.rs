@@ -384,45 +384,43 @@ impl Shard {
     }
 
     /// Runs the queued batches until none is left, unless another thread is running them
-    /// (then it takes these too). Returns whether it ran any.
-    fn drain(&self) -> bool {
+    /// (then it takes these too).
+    fn drain(&self) {
         {
             let mut q = self.lock();
             if q.active {
-                return false;
+                return;
             }
             q.active = true;
         }
-        let mut ran = false;
         loop {
             let (worker, batch) = {
                 let mut q = self.lock();
                 let Some(b) = q.batches.pop_front() else {
                     q.running = false;
                     q.active = false;
-                    return ran;
+                    return;
                 };
                 (q.worker.take(), b)
             };
-            ran = true;
             // After a failure the shard stays `running` and `active`: nothing more is
             // started for it nor run (and should a batch be taken, the merge hears of
             // the failure again).
             let Some(mut w) = worker else {
                 let _ = self.done.send(Err(()));
-                return ran;
+                return;
             };
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.process(batch))) {
                 Ok(done) => {
                     self.lock().worker = Some(w);
                     if self.done.send(Ok(done)).is_err() {
-                        return ran;
+                        return;
                     }
                 }
                 Err(_) => {
                     self.lock().batches.clear();
                     let _ = self.done.send(Err(()));
-                    return ran;
+                    return;
                 }
             }
         }
@@ -572,17 +570,15 @@ fn help_until(shards: &[Shard], w: usize, rx: &Receiver<Result1>, pool: usize) -
         };
         let first = std::iter::once(w).chain((0..shards.len()).filter(|&i| i != w));
         match first.map(|i| &shards[i]).find(|s| free(s)) {
-            Some(s) => {
-                s.drain();
-            }
+            Some(s) => s.drain(),
             None => return rx.recv(),
         }
     }
 }
 
-/// Reads `source` to its end on `workers` worker threads (a pool running `workers` ×
-/// [`SHARDS_PER_THREAD`] shards, at most [`MAX_SHARDS`]; a pool of at most as many threads
-/// as shards) into `pipe` (a new pipeline: the front's, which absorbs the shards' at the
+/// Reads `source` to its end on `workers` threads (this one and a pool of `workers` − 1,
+/// at least one, running `workers` × [`SHARDS_PER_THREAD`] shards, at most
+/// [`MAX_SHARDS`]; a pool of at most as many threads as shards) into `pipe` (a new pipeline: the front's, which absorbs the shards' at the
 /// end) and `state`. Returns whether the source was read to its end.
 pub(crate) fn read<S: PacketSource + ?Sized>(
     name: &str,
@@ -603,7 +599,7 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
         .num_threads(pool_threads)
         .thread_name(|i| format!("lnetcap-worker-{i}"))
         .build()
-        .map_err(|e| anyhow::anyhow!("{name}: cannot start {workers} worker threads: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("{name}: cannot start {pool_threads} worker threads: {e}"))?;
     let mut rxs = Vec::new();
     let busy = Arc::new(AtomicUsize::new(0));
     let shards: Vec<Shard> = (0..shards)
