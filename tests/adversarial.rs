@@ -16,9 +16,7 @@ fn lnetcap() -> &'static str {
 }
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lnetcap-adversarial-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch(&format!("adversarial-{name}"))
 }
 
 /// Writes the scenario, analyzes it under the RSS probe; returns the report, the truth

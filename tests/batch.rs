@@ -20,10 +20,7 @@ const CUTS: [usize; 4] = [9_001, 23_457, 23_458, 51_234];
 const MEMBERS: [&str; 3] = ["lst-write.pcap", "metadata.pcap", "ost-small.pcap"];
 
 fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lnetcap-batch-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch(&format!("batch-{name}"))
 }
 
 fn lab_pcap() -> Vec<u8> {

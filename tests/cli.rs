@@ -19,8 +19,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn tmp(name: &str, bytes: &[u8]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lnetcap-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_shared("cli");
     let p = dir.join(name);
     std::fs::write(&p, bytes).unwrap();
     p
@@ -333,8 +332,7 @@ fn broken_pipe_is_quiet_success() {
 
 #[test]
 fn synth_writes_a_capture_and_truth() {
-    let dir = std::env::temp_dir().join(format!("lnetcap-synth-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("cli-synth");
     let out = dir.join("t.pcap");
     let o = lnetcap(&["synth", "--scenario", "metadata", "--seed", "1", "-o", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -363,8 +361,7 @@ fn other_ports_are_found_by_content_unless_told_not_to() {
 #[test]
 fn analyze_writes_json_and_rpcs_to_stdout_with_dash() {
     let f = fixture("lst-read.pcap");
-    let dir = std::env::temp_dir().join(format!("lnetcap-dash-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("cli-dash");
     let (json, rpcs) = (dir.join("r.json"), dir.join("r.jsonl"));
     let o = lnetcap(&[
         "analyze",

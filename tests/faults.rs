@@ -11,15 +11,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_lnetcap")
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lnetcap-faults-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch(&format!("faults-{name}"))
 }
 
 /// `synth --scenario bench --rpcs 100`: 882,908 packets, 183 MB; `analyze` with every
@@ -30,8 +29,7 @@ const BIG_RPCS: &str = "100";
 fn big() -> &'static Path {
     static BIG: OnceLock<PathBuf> = OnceLock::new();
     BIG.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("lnetcap-faults-big-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = common::scratch("faults-big");
         let p = dir.join("big.pcap");
         let o = Command::new(bin())
             .args(["synth", "--scenario", "bench", "--rpcs", BIG_RPCS, "-o"])

@@ -24,9 +24,7 @@ fn stderr(o: &Output) -> String {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lnetcap-gates-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+    common::scratch_shared("gates").join(name)
 }
 
 #[test]
@@ -209,8 +207,7 @@ fn readme_ci_example_passes_and_fails_on_purpose() {
     let start = readme.find("<!-- ci-example -->\n```sh\n").expect("README has the CI example") + 27;
     let end = start + readme[start..].find("```\n<!-- /ci-example -->").unwrap();
     let script = &readme[start..end];
-    let dir = std::env::temp_dir().join(format!("lnetcap-ci-example-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::scratch("gates-ci-example");
     std::fs::create_dir_all(dir.join("baseline")).unwrap();
     std::os::unix::fs::symlink(common::root().join("fixtures"), dir.join("fixtures")).unwrap();
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_lnetcap"));

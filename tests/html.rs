@@ -15,10 +15,7 @@ use std::process::Command;
 use serde_json::Value;
 
 fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lnetcap-html-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch(&format!("html-{name}"))
 }
 
 /// Runs `analyze FILE --out DIR --png --json DIR/report.json`; returns (html, json).

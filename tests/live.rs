@@ -47,10 +47,7 @@ fn have(tool: &str) -> bool {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lnetcap-live-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch(&format!("live-{name}"))
 }
 
 /// The fixture: real kernel TCP, LNet selftest reads, 6 RPCs in flight, 10 ms RTT, 2.5 s,

@@ -9,6 +9,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod common;
+
 const FRAMES: u64 = 127;
 
 fn fixture() -> Vec<u8> {
@@ -40,9 +42,7 @@ fn pcap(header: &[u8], recs: &[(u32, u32, u32, u32, Vec<u8>)]) -> Vec<u8> {
 }
 
 fn dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lnetcap-lying-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch_shared("lying")
 }
 
 /// Analyzes `bytes` written as `name`: (exit code, stderr, report).

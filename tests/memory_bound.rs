@@ -21,9 +21,7 @@ fn lnetcap() -> &'static str {
 }
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lnetcap-memory-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch(&format!("memory-{name}"))
 }
 
 /// Writes the bench scenario with `args`, analyzes the file under the RSS probe, checks

@@ -11,9 +11,8 @@ use serde_json::Value;
 fn report(path: &std::path::Path, extra: &[&str]) -> Value {
     // One file per call: tests run in parallel and may analyse the same capture.
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let out = std::env::temp_dir().join(format!(
-        "lnetcap-model-{}-{}-{}-{}.json",
-        std::process::id(),
+    let out = common::scratch_shared("model").join(format!(
+        "{}-{}-{}.json",
         CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         path.parent().unwrap().file_name().unwrap().to_string_lossy(),
         path.file_name().unwrap().to_string_lossy()

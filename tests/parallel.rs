@@ -111,12 +111,12 @@ fn run(capture: &Path, threads: u32, dir: &Path) -> (Vec<(String, Vec<u8>)>, Str
 
 #[test]
 fn parallel_output_equals_single_threaded_output_on_every_capture() {
-    let gen = std::env::temp_dir().join(format!("lnetcap-parallel-gen-{}", std::process::id()));
+    let gen = common::scratch("parallel-gen");
     let mut caps = captures();
     assert!(caps.len() >= 45, "the fixtures are there ({} captures)", caps.len());
     caps.extend(generated(&gen));
     caps.push(mixed_notices(&gen));
-    let tmp = std::env::temp_dir().join(format!("lnetcap-parallel-{}", std::process::id()));
+    let tmp = common::scratch("parallel-runs");
     let mut compared = 0;
     for cap in &caps {
         let (one, err_one) = run(cap, 1, &tmp.join("t1"));

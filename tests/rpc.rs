@@ -21,9 +21,8 @@ use serde_json::Value;
 fn analyze(cap: &Path) -> (Vec<Value>, Value) {
     // One directory per call: tests run in parallel and lab captures share a file name.
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "lnetcap-rpc-{}-{}-{}",
-        std::process::id(),
+    let dir = common::scratch_shared("rpc").join(format!(
+        "{}-{}",
         CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         cap.file_name().unwrap().to_string_lossy()
     ));

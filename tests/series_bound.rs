@@ -10,6 +10,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod common;
+
 fn lnetcap() -> &'static str {
     env!("CARGO_BIN_EXE_lnetcap")
 }
@@ -31,8 +33,7 @@ fn analyze(cap: &Path, interval_ms: u32, out: &Path) -> Value {
 
 #[test]
 fn a_coarsened_series_equals_the_coarse_interval_from_the_start() {
-    let d: PathBuf = std::env::temp_dir().join(format!("lnetcap-series-bound-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d: PathBuf = common::scratch("series-bound");
     let cap = d.join("long.pcap");
     // 100 OST RPCs one at a time, 700 ms of server time each: 70.4 s of capture, 70,412
     // intervals of 1 ms > 65,536, so the 1 ms series double once to 2 ms.

@@ -31,8 +31,7 @@ fn run(dir: &Path, name: &str, args: &[&str]) -> Value {
 
 #[test]
 fn seed000_single_client_figure_and_a_lossy_run() {
-    let dir = std::env::temp_dir().join(format!("lnetcap-sweep-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("sweep-sweep");
     let mut eff = Vec::new();
     for conc in [1u32, 2, 4, 8, 32] {
         let rpcs = (conc * 12).max(96).to_string();
@@ -84,8 +83,7 @@ fn seed000_single_client_figure_and_a_lossy_run() {
 fn a_slow_server_is_named() {
     // 40 ms of server time per RPC against a 2 ms RTT, 8 RPCs in flight and credits to
     // spare: the server binds at 8 × 1 MiB / (2 × 2 ms + 40 ms) = 190.6 MB/s.
-    let dir = std::env::temp_dir().join(format!("lnetcap-server-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("sweep-server");
     let p = run(
         &dir,
         "server",
@@ -109,8 +107,7 @@ fn a_full_link_is_named_with_or_without_its_rate() {
     // 16 RPCs of 1 MiB over a 1 Gbit/s link with a 2 ms RTT: T_rpc is 4 GB/s, the link
     // carries 1 Gbit/s × MSS / (MSS + 66 bytes of headers and framing the simulator puts
     // on every segment), MSS = 9000 − 52 (jumbo frames, IPv4, timestamps).
-    let dir = std::env::temp_dir().join(format!("lnetcap-link-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("sweep-link");
     let args = ["--concurrency", "16", "--rpcs", "200", "--peer-credits", "64", "--rtt-ms", "2", "--rate-gbit", "1"];
     let p = run(&dir, "link", &args);
     let goodput = 125e6 * 8948.0 / (8948.0 + 66.0);

@@ -22,10 +22,7 @@ fn lnetcap(args: &[&str]) -> std::process::Output {
 }
 
 fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lnetcap-tables-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch(&format!("tables-{name}"))
 }
 
 /// The tables as pyarrow read them, or `None` (skip) when pyarrow is missing.

@@ -227,11 +227,8 @@ fn server_times(f: &Facts, keys: &[(String, u64, bool)], rpcs: &[Value], fail: &
 
 /// (JSON report, --rpcs lines) of one capture.
 fn analyze(cap: &Path, tag: &str) -> (Value, Vec<Value>) {
-    let dir = std::env::temp_dir();
-    let (json, rpcs) = (
-        dir.join(format!("lnetcap-verdicts-{}-{tag}.json", std::process::id())),
-        dir.join(format!("lnetcap-verdicts-{}-{tag}.jsonl", std::process::id())),
-    );
+    let dir = common::scratch_shared("verdicts");
+    let (json, rpcs) = (dir.join(format!("{tag}.json")), dir.join(format!("{tag}.jsonl")));
     let o = Command::new(env!("CARGO_BIN_EXE_lnetcap"))
         .args(["analyze", "-q", "--json", json.to_str().unwrap(), "--rpcs", rpcs.to_str().unwrap()])
         .arg(cap)
