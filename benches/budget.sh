@@ -36,8 +36,15 @@ trap 'rm -rf "$tmp"' EXIT
 # The captures (`lnetcap synth` is deterministic): the header-only bench workload of
 # benches/compare.sh at a fifth of its size (--rpcs 26: 236,536 packets, 49 MB, snaplen 256)
 # and 2,000 metadata RPCs of one client (8,523 packets, a message in nearly every one).
-"$bin" synth --scenario bench --rpcs 26 -o "$tmp/header.pcap" --truth "$tmp/h.truth" 2>/dev/null
-"$bin" synth --scenario metadata --rpcs 2000 -o "$tmp/metadata.pcap" --truth "$tmp/m.truth" 2>/dev/null
+# synth ARGS...: writes a capture; prints its packets (from synth's "(N packets" line).
+synth() {
+  local out
+  out=$("$bin" synth "$@" 2>&1 >/dev/null) || { echo "budget.sh: synth $* failed: $out" >&2; exit 2; }
+  echo "$out" | sed -n 's/.*(\([0-9]*\) packets.*/\1/p'
+}
+declare -A packets
+packets[header]=$(synth --scenario bench --rpcs 26 -o "$tmp/header.pcap" --truth "$tmp/h.truth")
+packets[metadata]=$(synth --scenario metadata --rpcs 2000 -o "$tmp/metadata.pcap" --truth "$tmp/m.truth")
 
 # count CMD...: the instructions the command executed (cachegrind's "I refs"), the least
 # of BUDGET_RUNS (default 3) runs: the hash tables are seeded at random in each process, so
@@ -85,7 +92,7 @@ if [[ $recorded != "$toolchain" ]]; then
   echo "budget.sh: $file was measured with '$recorded', this is '$toolchain': counts shown, not enforced"
 fi
 over=0
-printf '%-18s %15s %15s %8s\n' run budget measured ratio
+printf '%-18s %15s %15s %11s %8s\n' run budget measured "per packet" ratio
 for n in "${names[@]}"; do
   b=$(awk -v n="$n" '$1 == n { print $2 }' "$file")
   [[ -n $b ]] || { echo "budget.sh: $file has no line for $n" >&2; exit 2; }
@@ -94,7 +101,8 @@ for n in "${names[@]}"; do
     r = m / b
     if (r > 1 + t / 100) v = "OVER"; else if (r < 1 - t / 100) v = "under (lower the budget: --update)"; else v = "ok"
     printf "%8.4f %s", r, v }')
-  printf '%-18s %15s %15s %s\n' "$n" "$b" "$m" "$verdict"
+  pk=${packets[${n#*-}]}
+  printf '%-18s %15s %15s %11s %s\n' "$n" "$b" "$m" "$((m / (pk > 0 ? pk : 1)))" "$verdict"
   [[ $verdict == *OVER* ]] && over=1
 done
 if ((over && enforced)); then
