@@ -73,8 +73,9 @@ pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {
             continue;
         };
         let mut tuples = Tuples::default();
+        let mut line = Vec::with_capacity(1024);
         let run = decode_source(&name, &mut reader, cfg, &mut obs, |pipe, events| {
-            write_events(&mut out, pipe, events, a.format, file, &mut tuples)
+            write_events(&mut out, pipe, events, a.format, file, &mut tuples, &mut line)
         })?;
         if !run.complete {
             code = exit::INPUT;
@@ -125,6 +126,7 @@ fn write_events(
     format: Format,
     file: Option<&str>,
     tuples: &mut Tuples,
+    line: &mut Vec<u8>,
 ) -> Result<()> {
     for ev in events.drain(..) {
         let LnetEvent::Message(m) = ev else { continue };
@@ -134,8 +136,12 @@ fn write_events(
         match format {
             Format::Text => writeln!(out, "{}", rec.text_line())?,
             Format::Jsonl => {
-                serde_json::to_writer(&mut *out, &rec)?;
-                out.write_all(b"\n")?;
+                // Into a line of its own, then written whole: serde_json's many small
+                // writes cost less into a vector than through the buffered stdout.
+                line.clear();
+                serde_json::to_writer(&mut *line, &rec)?;
+                line.push(b'\n');
+                out.write_all(line)?;
             }
         }
     }
