@@ -196,22 +196,14 @@ impl Nid {
     /// instructions, and `decode` writes two a message.
     fn fmt_ipv4(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ip = Ipv4Text::new(Ipv4Addr::new(self.addr[0], self.addr[1], self.addr[2], self.addr[3]));
+        let mut digits = itoa::Buffer::new();
+        let num = if self.num == 0 { "" } else { digits.format(self.num) };
         // 15 (address) + '@' + a name (at most 5) + 5 digits.
         let mut buf = [0u8; 32];
         let mut n = 0;
-        for part in [ip.as_str().as_bytes(), b"@", name.as_bytes()] {
-            buf[n..n + part.len()].copy_from_slice(part);
+        for part in [ip.as_str(), "@", name, num] {
+            buf[n..n + part.len()].copy_from_slice(part.as_bytes());
             n += part.len();
-        }
-        if self.num != 0 {
-            let (mut digits, mut k, mut v) = ([0u8; 5], 5, self.num);
-            while v > 0 {
-                k -= 1;
-                digits[k] = b'0' + (v % 10) as u8;
-                v /= 10;
-            }
-            buf[n..n + 5 - k].copy_from_slice(&digits[k..]);
-            n += 5 - k;
         }
         // Digits, dots, '@' and an ASCII name: always UTF-8.
         f.write_str(std::str::from_utf8(&buf[..n]).unwrap_or_default())
