@@ -7,7 +7,8 @@
 #
 #   bash benches/compare.sh [--quick]
 #
-# Environment: PROFILE (cargo profile, default dist), RUNS (default 5; 3 for the
+# Environment: PROFILE (cargo profile, default dist), PGO=1 (time the profile-guided dist
+# build of benches/pgo.sh instead), BIN (time this binary instead), RUNS (default 5; 3 for the
 # full-payload capture), TMPDIR (where the captures
 # are written: the full-payload one takes FULL_GB, default 6, GB; removed at exit),
 # FULL_GB, HEADER_RPCS (default 130: 1.15 M packets), META_RPCS (default 20000), TSHARK_FULL=1 to time tshark on the
@@ -43,10 +44,18 @@ for t in tshark tcptrace python3; do
   command -v $t >/dev/null || { echo "compare.sh needs $t (apt-get install -y $t)" >&2; exit 1; }
 done
 # The dist profile (fat LTO, one codegen unit): the binary one installs. PROFILE=release
-# times the test build instead.
+# times the test build instead; PGO=1 the profile-guided dist build (benches/pgo.sh, built
+# or reused); BIN=PATH a binary built elsewhere.
 profile=${PROFILE:-dist}
-cargo build --profile "$profile" --quiet
-bin=$PWD/target/$profile/lnetcap
+if [[ -n ${BIN:-} ]]; then
+  bin=$(realpath "$BIN")
+elif [[ ${PGO:-0} == 1 ]]; then
+  bin=$(bash benches/pgo.sh)
+else
+  cargo build --profile "$profile" --quiet
+  bin=$PWD/target/$profile/lnetcap
+fi
+echo "binary: $bin ($(if [[ -n ${BIN:-} ]]; then echo given; elif [[ ${PGO:-0} == 1 ]]; then echo "dist, profile-guided"; else echo "$profile"; fi))"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
