@@ -48,14 +48,14 @@ done
 # or reused); BIN=PATH a binary built elsewhere.
 profile=${PROFILE:-dist}
 if [[ -n ${BIN:-} ]]; then
-  bin=$(realpath "$BIN")
+  bin=$(realpath "$BIN") built=given
 elif [[ ${PGO:-0} == 1 ]]; then
-  bin=$(bash benches/pgo.sh)
+  bin=$(bash benches/pgo.sh) built="dist, profile-guided"
 else
   cargo build --profile "$profile" --quiet
-  bin=$PWD/target/$profile/lnetcap
+  bin=$PWD/target/$profile/lnetcap built=$profile
 fi
-echo "binary: $bin ($(if [[ -n ${BIN:-} ]]; then echo given; elif [[ ${PGO:-0} == 1 ]]; then echo "dist, profile-guided"; else echo "$profile"; fi))"
+echo "binary: $bin ($built)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
