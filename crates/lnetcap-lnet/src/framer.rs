@@ -878,14 +878,17 @@ pub fn find_resync(b: &[u8], proto: Option<Proto>, known: &[Nid]) -> Option<(usi
         return plausible_chain(b, Proto::V1, known).then_some((0, Proto::V1));
     }
     // The candidates' first byte (NOOP c0, LNET c1) by SIMD search (memchr): captured bulk
-    // payload is scanned byte by byte otherwise, the framer's largest cost.
-    let first = memchr::memchr2(0xc0, 0xc1, b)?;
-    resync_from(b, first, proto, known)
+    // payload is scanned byte by byte otherwise, the framer's largest cost. Only where a
+    // whole ksock header fits: `plausible_msg` refuses a shorter start (a snaplen-cut bulk
+    // segment's last 23 bytes, an eighth of what a header-only capture keeps of it).
+    let end = b.len().saturating_sub(KSOCK_HDR_LEN - 1);
+    let first = memchr::memchr2(0xc0, 0xc1, &b[..end])?;
+    resync_from(b, end, first, proto, known)
 }
 
-/// [`find_resync`] from `p`, the first candidate's index.
+/// [`find_resync`] from `p`, the first candidate's index; candidates start before `end`.
 #[inline(never)]
-fn resync_from(b: &[u8], mut p: usize, proto: Option<Proto>, known: &[Nid]) -> Option<(usize, Proto)> {
+fn resync_from(b: &[u8], end: usize, mut p: usize, proto: Option<Proto>, known: &[Nid]) -> Option<(usize, Proto)> {
     let protos: &[Proto] = match proto {
         Some(Proto::V1) => &[Proto::V1],
         Some(Proto::V2) => &[Proto::V2],
@@ -893,7 +896,7 @@ fn resync_from(b: &[u8], mut p: usize, proto: Option<Proto>, known: &[Nid]) -> O
         Some(Proto::V3) => &[Proto::V3],
         None => &[Proto::V3, Proto::V4],
     };
-    while p + 4 <= b.len() {
+    while p < end {
         if b[p + 1..p + 4] == [0, 0, 0] {
             for &pr in protos {
                 if plausible_chain(&b[p..], pr, known) {
@@ -901,7 +904,7 @@ fn resync_from(b: &[u8], mut p: usize, proto: Option<Proto>, known: &[Nid]) -> O
                 }
             }
         }
-        p += 1 + memchr::memchr2(0xc0, 0xc1, &b[p + 1..])?;
+        p += 1 + memchr::memchr2(0xc0, 0xc1, &b[p + 1..end])?;
     }
     None
 }
@@ -952,4 +955,49 @@ pub fn looks_like_lnet(b: &[u8], at_stream_start: bool) -> bool {
         }
     }
     find_resync(b, None, &[]).is_some_and(|(i, _)| b.get(i) == Some(&0xc1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every candidate start, one after the other: the search as it was before it stopped
+    /// where a whole ksock header no longer fits.
+    fn every_start(b: &[u8], proto: Option<Proto>, known: &[Nid]) -> Option<(usize, Proto)> {
+        let protos: &[Proto] = match proto {
+            Some(p) => &[p][..],
+            None => &[Proto::V3, Proto::V4],
+        };
+        (0..b.len())
+            .filter(|&p| p + 4 <= b.len() && (b[p] == 0xc0 || b[p] == 0xc1) && b[p + 1..p + 4] == [0, 0, 0])
+            .find_map(|p| protos.iter().find(|&&pr| plausible_chain(&b[p..], pr, known)).map(|&pr| (p, pr)))
+    }
+
+    fn noop(ack_cookie: u64) -> Vec<u8> {
+        let mut h = vec![0xc0, 0, 0, 0, 0, 0, 0, 0];
+        h.extend_from_slice(&0u64.to_le_bytes());
+        h.extend_from_slice(&ack_cookie.to_le_bytes());
+        h
+    }
+
+    proptest::proptest! {
+        /// The bounded search finds what a search of every start finds: bytes from an
+        /// alphabet full of type bytes and zeros, with NOOPs (whole, or cut short) at the
+        /// end, where the bound falls.
+        #[test]
+        fn resync_search_bound_finds_every_start(
+            prefix in proptest::collection::vec(proptest::sample::select(vec![0u8, 0xc0, 0xc1, 1, 0x5a]), 0..80),
+            noops in 0usize..3,
+            cut in 0usize..30,
+            v2 in proptest::bool::ANY,
+        ) {
+            let mut b = prefix;
+            for i in 0..noops {
+                b.extend_from_slice(&noop(2 + i as u64));
+            }
+            b.truncate(b.len().saturating_sub(cut));
+            let proto = if v2 { Some(Proto::V2) } else { None };
+            proptest::prop_assert_eq!(find_resync(&b, proto, &[]), every_start(&b, proto, &[]));
+        }
+    }
 }

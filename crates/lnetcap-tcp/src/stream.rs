@@ -111,31 +111,31 @@ impl History {
         if bytes.is_empty() {
             return;
         }
-        let bytes = if bytes.len() > HISTORY_BYTES { &bytes[bytes.len() - HISTORY_BYTES..] } else { bytes };
-        let end = off + bytes.len() as u64;
-        let start = end - bytes.len() as u64;
-        let lowest = self.ranges.front().map_or(start, |r| r.0).min(start);
-        let need = (end - lowest) as usize;
-        if need > self.ring.len() && self.ring.len() < HISTORY_BYTES {
-            self.grow(need);
+        let cut = bytes.len().saturating_sub(HISTORY_BYTES);
+        let (start, bytes) = (off + cut as u64, &bytes[cut..]);
+        let end = start + bytes.len() as u64;
+        if self.ring.len() < HISTORY_BYTES {
+            let lowest = self.ranges.front().map_or(start, |r| r.0).min(start);
+            let need = (end - lowest) as usize;
+            if need > self.ring.len() {
+                self.grow(need);
+            }
         }
         let len = self.ring.len();
-        let n = len as u64;
-        // The ring's length is a power of two (`grow`): a mask, not a division.
-        debug_assert!(len.is_power_of_two());
-        let mut pos = (start & (n - 1)) as usize;
-        let mut rest = bytes;
-        while !rest.is_empty() {
-            let k = rest.len().min(len - pos);
-            self.ring[pos..pos + k].copy_from_slice(&rest[..k]);
-            rest = &rest[k..];
-            pos = 0;
+        // The ring's length is a power of two (`grow`) at least the record's: a mask, not
+        // a division, and at most two pieces.
+        debug_assert!(len.is_power_of_two() && bytes.len() <= len);
+        let pos = (start & (len as u64 - 1)) as usize;
+        let (a, b) = bytes.split_at(bytes.len().min(len - pos));
+        self.ring[pos..pos + a.len()].copy_from_slice(a);
+        if !b.is_empty() {
+            self.ring[..b.len()].copy_from_slice(b);
         }
         match self.ranges.back_mut() {
             Some(last) if last.1 == start => last.1 = end,
             _ => self.ranges.push_back((start, end)),
         }
-        let floor = end.saturating_sub(n);
+        let floor = end.saturating_sub(len as u64);
         while let Some(front) = self.ranges.front_mut() {
             if front.1 <= floor {
                 self.ranges.pop_front();
