@@ -22,7 +22,7 @@
 # Needs llvm-profdata of the LLVM the compiler uses: `rustup component add llvm-tools`.
 # Takes about 25 minutes on 2 cores (the instrumented fat-LTO link is the long part).
 # Exit 0 built and identical, 1 an output that differs (the binary is not installed), 2 a
-# setup error (no llvm-profdata, a training run that failed).
+# setup error (no llvm-profdata, a build, generator or training run that failed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -39,7 +39,20 @@ mkdir -p "$out"
 # build is reused while the code does not change. Only the build scripts the flag
 # instruments too write into `unused`.
 prof=${PGO_PROFILE:-dist}
-RUSTFLAGS="-Cprofile-generate=$out/unused" CARGO_TARGET_DIR=$out/gen cargo build --profile "$prof" --quiet
+# setup WHAT CMD...: runs a build or generator step, its messages kept for a failure,
+# which is a setup error (exit 2), not an output that differs (exit 1).
+setup() {
+  local what=$1 rc=0
+  shift
+  "$@" 2>"$out/setup.err" || rc=$?
+  if ((rc)); then
+    echo "pgo.sh: $what failed (exit $rc):" >&2
+    cat "$out/setup.err" >&2
+    exit 2
+  fi
+}
+setup "the instrumented build" env RUSTFLAGS="-Cprofile-generate=$out/unused" CARGO_TARGET_DIR="$out/gen" \
+  cargo build --profile "$prof" --quiet
 gen=$out/gen/$prof/lnetcap
 raw=$out/raw
 train=$out/train
@@ -47,9 +60,10 @@ rm -rf "$raw" "$train"
 mkdir -p "$raw" "$train"
 # The generator's own runs are not part of the training (their profiles are dropped).
 export LLVM_PROFILE_FILE="$train/synth-%p.profraw"
-"$gen" synth --scenario bench --rpcs 8 -o "$train/header.pcap" --truth "$train/h.truth" 2>/dev/null
-"$gen" synth --scenario bench --rpcs 4 --snaplen 65535 -o "$train/full.pcap" --truth "$train/f.truth" 2>/dev/null
-"$gen" synth --scenario metadata --rpcs 3000 -o "$train/metadata.pcap" --truth "$train/m.truth" 2>/dev/null
+setup "synth (header-only)" "$gen" synth --scenario bench --rpcs 8 -o "$train/header.pcap" --truth "$train/h.truth"
+setup "synth (full payload)" "$gen" synth --scenario bench --rpcs 4 --snaplen 65535 -o "$train/full.pcap" \
+  --truth "$train/f.truth"
+setup "synth (metadata)" "$gen" synth --scenario metadata --rpcs 3000 -o "$train/metadata.pcap" --truth "$train/m.truth"
 rm -f "$train"/synth-*.profraw
 mapfile -t caps < <(find fixtures -name '*.pcap*' | sort)
 caps+=("$train/header.pcap" "$train/full.pcap" "$train/metadata.pcap")
@@ -85,7 +99,7 @@ runs "$gen" "$train/gen"
 unset LLVM_PROFILE_FILE
 # Replaced only when it changed: the optimised build depends on the file, and an
 # unchanged profile of unchanged code reuses that build.
-"$profdata" merge -o "$out/new.profdata" "$raw"
+setup "llvm-profdata merge" "$profdata" merge -o "$out/new.profdata" "$raw"
 if cmp -s "$out/new.profdata" "$out/$prof.profdata"; then
   rm "$out/new.profdata"
 else
@@ -93,7 +107,8 @@ else
 fi
 n=$(find "$train/gen" -type f | wc -l)
 echo "pgo.sh: trained on ${#caps[@]} captures ($n runs); building with the profile" >&2
-RUSTFLAGS="-Cprofile-use=$out/$prof.profdata" CARGO_TARGET_DIR=$out/use cargo build --profile "$prof" --quiet
+setup "the profile-guided build" env RUSTFLAGS="-Cprofile-use=$out/$prof.profdata" CARGO_TARGET_DIR="$out/use" \
+  cargo build --profile "$prof" --quiet
 runs "$out/use/$prof/lnetcap" "$train/use"
 if ! diff -rq "$train/gen" "$train/use" >&2; then
   echo "pgo.sh: the optimised build's output differs from the instrumented build's (above); not installed" >&2
