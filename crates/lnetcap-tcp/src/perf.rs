@@ -32,12 +32,8 @@ pub struct DirPerf {
     /// Loop samples (ns) capture → receiver → capture: data→ACK (Karn) and TSval→TSecr,
     /// as a quantile sketch (memory bounded by the value range, not the count).
     pub loops: Quantiles,
-    /// The latest loop samples (at most `RECENT_LOOPS`), for a running median.
-    pub recent_loops: VecDeque<i64>,
-    /// Their median, refreshed every `RECENT_REFRESH` samples.
-    pub recent_median: Option<i64>,
-    /// Loop samples taken.
-    loops_seen: u64,
+    /// The latest loop samples, for a running median.
+    pub recent_loops: RecentLoops,
     /// Loop samples per series interval (`ConnPerf::series_ns`): interval start → bucket.
     pub loop_series: Series<LoopBucket>,
     /// Data→ACK samples only, as tcptrace measures RTT at its capture point: count.
@@ -188,11 +184,75 @@ pub struct LoopBucket {
     pub n: u32,
 }
 
-/// Loop samples kept for the running median.
+/// Loop samples the running median is taken over.
 const RECENT_LOOPS: usize = 64;
 /// The running median is refreshed every this many samples (a sort of 64 per ACK would
 /// cost more than the rest of the TCP analysis).
 const RECENT_REFRESH: u64 = 16;
+/// Loop samples kept: the median's window as of its last refresh, and the samples since.
+const RECENT_RING: usize = RECENT_LOOPS + RECENT_REFRESH as usize;
+
+/// The latest loop samples and their running median: the median of the latest
+/// [`RECENT_LOOPS`] as of the last refresh, a refresh at each of the first
+/// [`RECENT_REFRESH`] samples and at every multiple of it. Worked out only when asked
+/// (an idle gap, a retransmission: rarely), from a ring that keeps the samples since the
+/// last refresh too; it was sorted at every refresh, about 90 instructions a loop sample.
+#[derive(Debug, Clone, Default)]
+pub struct RecentLoops {
+    /// Sample `i` (counting from 0) at `i % RECENT_RING` while among the latest
+    /// [`RECENT_RING`]; grown to that size as the samples come.
+    ring: Vec<i64>,
+    /// Samples taken.
+    seen: u64,
+    /// The median last asked for, and the refresh it is the median at.
+    cached: Option<(u64, i64)>,
+}
+
+impl RecentLoops {
+    /// Takes one loop sample, ns.
+    #[inline]
+    fn push(&mut self, x: i64) {
+        if self.ring.len() < RECENT_RING {
+            self.ring.push(x);
+        } else {
+            self.ring[(self.seen % RECENT_RING as u64) as usize] = x;
+        }
+        self.seen += 1;
+    }
+
+    /// The running median, ns (None before the first sample).
+    fn median(&mut self) -> Option<i64> {
+        let n = self.seen;
+        if n == 0 {
+            return None;
+        }
+        // The last refresh: every sample at first, then every RECENT_REFRESH-th.
+        let at = if n < RECENT_REFRESH { n } else { n - n % RECENT_REFRESH };
+        if let Some((c, m)) = self.cached {
+            if c == at {
+                return Some(m);
+            }
+        }
+        // Samples [from, at), all still in the ring: n - from < RECENT_RING.
+        let from = at.saturating_sub(RECENT_LOOPS as u64);
+        let k = (at - from) as usize;
+        let mut v = [0i64; RECENT_LOOPS];
+        // At most two runs of the ring: from `from`'s place to its end, then from its start.
+        let start = (from % RECENT_RING as u64) as usize;
+        let first = k.min(RECENT_RING - start);
+        v[..first].copy_from_slice(&self.ring[start..start + first]);
+        v[first..k].copy_from_slice(&self.ring[..k - first]);
+        let m = *v[..k].select_nth_unstable(k / 2).1;
+        self.cached = Some((at, m));
+        Some(m)
+    }
+
+    /// The latest samples, oldest first (at most [`RECENT_LOOPS`]).
+    pub fn latest(&self) -> Vec<i64> {
+        let from = self.seen.saturating_sub(RECENT_LOOPS as u64);
+        (from..self.seen).map(|i| self.ring[(i % RECENT_RING as u64) as usize]).collect()
+    }
+}
 
 /// Default series interval, ns: the one default of every time series and per-interval
 /// model (`lnetcap analyze --interval-ms`); lnetcap-analysis's `defaults` names it.
@@ -512,7 +572,9 @@ fn on_data(me: &mut DirState, peer: &mut DirState, s: &SegInfo<'_>, series_ns: i
         }
         if let Some(last) = me.last_data_ts {
             let outstanding = me.snd_una.zip(me.snd_max).is_some_and(|(u, m)| after(m, u));
-            if !outstanding && s.ts - last > me.perf.recent_loop().unwrap_or(0).max(1_000_000) {
+            // The gap against 1 ms first: the running median is worked out only when asked.
+            let gap = s.ts - last;
+            if !outstanding && gap > 1_000_000 && gap > me.perf.recent_loop().unwrap_or(0) {
                 me.perf.idle_ns += s.ts - last;
             }
         }
@@ -681,20 +743,7 @@ impl DirPerf {
     /// Records a loop sample taken at capture time `t`.
     fn add_loop(&mut self, t: i64, x: i64, series_ns: i64) {
         self.loops.add(x as f64);
-        if self.recent_loops.len() == RECENT_LOOPS {
-            self.recent_loops.pop_front();
-        }
-        self.recent_loops.push_back(x);
-        self.loops_seen += 1;
-        if self.loops_seen < RECENT_REFRESH || self.loops_seen % RECENT_REFRESH == 0 {
-            let mut v = [0i64; RECENT_LOOPS];
-            let n = self.recent_loops.len();
-            for (d, x) in v.iter_mut().zip(&self.recent_loops) {
-                *d = *x;
-            }
-            // The middle element (the same as `median`), without a sort or an allocation.
-            self.recent_median = (n > 0).then(|| *v[..n].select_nth_unstable(n / 2).1);
-        }
+        self.recent_loops.push(x);
         self.loop_series.slot(
             t,
             series_ns,
@@ -707,9 +756,9 @@ impl DirPerf {
         );
     }
 
-    /// Median of the latest loop samples, ns.
-    fn recent_loop(&self) -> Option<i64> {
-        self.recent_median
+    /// Running median of the latest loop samples, ns ([`RecentLoops`]).
+    fn recent_loop(&mut self) -> Option<i64> {
+        self.recent_loops.median()
     }
 }
 
@@ -942,8 +991,8 @@ impl DirPerf {
     /// Adds a bytes-in-flight sample to the series; the idle time that restarts the
     /// window estimate is max(200 ms, 2 × the running loop median).
     fn add_flight(&mut self, s: &FlightSample, series_ns: i64) {
-        let median = self.recent_loop();
-        let c = self.cwnd.add(s, || (2 * median.unwrap_or(0)).max(MIN_RTO_NS));
+        let recent = &mut self.recent_loops;
+        let c = self.cwnd.add(s, || (2 * recent.median().unwrap_or(0)).max(MIN_RTO_NS));
         self.flight_series.slot(s.t, series_ns, FlightBucket::default, |b| b.add(s, c));
     }
 }
@@ -972,6 +1021,37 @@ mod tests {
             longer.extend_from_slice(&noise);
             proptest::prop_assert_eq!(parse_opts(&longer), parse_opts_walk(&longer));
             proptest::prop_assert_eq!(parse_opts(&noise), parse_opts_walk(&noise));
+        }
+    }
+
+    proptest::proptest! {
+        /// The running median worked out when asked is the median the eager way kept: the
+        /// latest 64 samples sorted at each of the first 16 samples and every 16th, held
+        /// in between; asked after any sample (or not), any number of times.
+        #[test]
+        fn test_recent_loops_median_is_the_eager_refresh(
+            steps in proptest::collection::vec((0i64..1000, 0u8..4), 0..300),
+        ) {
+            let mut lazy = RecentLoops::default();
+            let (mut window, mut seen, mut eager) = (VecDeque::new(), 0u64, None);
+            proptest::prop_assert_eq!(lazy.median(), None);
+            for (x, asks) in steps {
+                lazy.push(x);
+                if window.len() == RECENT_LOOPS {
+                    window.pop_front();
+                }
+                window.push_back(x);
+                seen += 1;
+                if seen < RECENT_REFRESH || seen % RECENT_REFRESH == 0 {
+                    let mut v: Vec<i64> = window.iter().copied().collect();
+                    v.sort_unstable();
+                    eager = Some(v[v.len() / 2]);
+                }
+                for _ in 0..asks {
+                    proptest::prop_assert_eq!(lazy.median(), eager, "after {} samples", seen);
+                }
+                proptest::prop_assert_eq!(lazy.latest(), window.iter().copied().collect::<Vec<_>>());
+            }
         }
     }
 
@@ -1033,8 +1113,8 @@ mod tests {
         feed(0, 0, 1000, 1, 100, 100, 0);
         feed(1, 14_000_000, 1, 1100, 0, 500, 100);
         feed(0, 20_000_000, 1100, 1, 100, 120, 500);
-        let half_r: Vec<i64> = c.dirs[0].perf.recent_loops.iter().copied().collect();
-        let half_s: Vec<i64> = c.dirs[1].perf.recent_loops.iter().copied().collect();
+        let half_r: Vec<i64> = c.dirs[0].perf.recent_loops.latest();
+        let half_s: Vec<i64> = c.dirs[1].perf.recent_loops.latest();
         assert_eq!(half_r, vec![14_000_000, 14_000_000]);
         assert_eq!(half_s, vec![6_000_000]);
         assert_eq!((c.dirs[0].perf.data_ack_n, c.dirs[0].perf.data_ack_sum_ns), (1, 14_000_000));
@@ -1060,7 +1140,7 @@ mod tests {
         feed(0, 10_000, 1000, 1, 100, 101, 500);
         feed(1, 20_000, 1, 1100, 0, 500, 101);
         feed(0, 21_000, 1100, 1, 100, 101, 500);
-        let loops: Vec<i64> = c.dirs[1].perf.recent_loops.iter().copied().collect();
+        let loops: Vec<i64> = c.dirs[1].perf.recent_loops.latest();
         assert_eq!(loops, vec![10_000]);
     }
 
