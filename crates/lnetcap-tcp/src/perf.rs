@@ -575,7 +575,7 @@ fn on_data(me: &mut DirState, peer: &mut DirState, s: &SegInfo<'_>, series_ns: i
             // The gap against 1 ms first: the running median is worked out only when asked.
             let gap = s.ts - last;
             if !outstanding && gap > 1_000_000 && gap > me.perf.recent_loop().unwrap_or(0) {
-                me.perf.idle_ns += s.ts - last;
+                me.perf.idle_ns += gap;
             }
         }
         me.last_data_ts = Some(s.ts);
