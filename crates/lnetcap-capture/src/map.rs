@@ -182,6 +182,11 @@ impl MappedFile {
         SLOTS[self.slot].shrank.load(Ordering::Acquire)
     }
 
+    /// The system's page size (4,096 until the first map reads it).
+    pub fn page_size() -> usize {
+        PAGE.load(Ordering::Relaxed)
+    }
+
     /// The file's length now (after [`shrank`](Self::shrank)), if the system says.
     pub fn length_now(&self) -> Option<u64> {
         self.file.metadata().ok().map(|m| m.len())

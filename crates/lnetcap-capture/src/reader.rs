@@ -779,10 +779,18 @@ impl<'a> Run<'a> {
 
 /// How far ahead of a record the record loop asks for a mapped capture's bytes: every
 /// 64-byte line up to there, once (a large record's payload is asked for too, and not
-/// read).
+/// read); and how far past its first record a mapped run reaches at most (`next_run`).
 const PREFETCH_AHEAD: usize = 16 * 1024;
 
-/// Fills `out` with the whole records at `pos` in `win`, at most `max`; stops before any
+/// Where a run ends at the latest: `max` records, and before the first record that starts
+/// at or past `stop` (a position in the window).
+#[derive(Clone, Copy)]
+struct RunBound {
+    max: usize,
+    stop: usize,
+}
+
+/// Fills `out` with the whole records at `pos` in `win`, up to `bound`; stops before any
 /// record the general path must see (one not whole in the window, over the record limit,
 /// or with more bytes captured than its frame had, which warns). Returns the position
 /// after the last one taken; `asked`: how far the bytes ahead have been asked for.
@@ -794,7 +802,7 @@ fn fill_run<const BE: bool, const NANOS: bool>(
     base: u64,
     frame: u64,
     out: &mut Vec<Rec>,
-    max: usize,
+    bound: RunBound,
 ) -> usize {
     let word = |h: &[u8; 16], o: usize| {
         let b = [h[o], h[o + 1], h[o + 2], h[o + 3]];
@@ -805,7 +813,7 @@ fn fill_run<const BE: bool, const NANOS: bool>(
         }
     };
     let mut frame = frame;
-    while out.len() < max {
+    while out.len() < bound.max && pos < bound.stop {
         let Some(h) = win.get(pos..pos + 16).and_then(|h| <&[u8; 16]>::try_from(h).ok()) else { break };
         let (caplen, origlen) = (word(h, 8), word(h, 12));
         let len = caplen as usize;
@@ -855,13 +863,19 @@ impl CaptureReader {
             (true, true) => fill_run::<true, true>,
         };
         // Only a map's bytes are asked for ahead: a read buffer's are in the cache already.
-        let mut asked = match self.storage {
-            Storage::Mapped { .. } => self.asked.saturating_sub(self.base) as usize,
-            _ => usize::MAX - PREFETCH_AHEAD,
+        // A map's run ends within PREFETCH_AHEAD of its start: the records it walks were
+        // asked for while the run before it was used, and they are still in the cache
+        // when this one is (a run of 1,024 whole frames, 1.5 MB, outgrew the cache
+        // between the walk and the use, and its walk waited on memory record by record).
+        let (mut asked, stop) = match self.storage {
+            Storage::Mapped { .. } => (self.asked.saturating_sub(self.base) as usize, self.pos + PREFETCH_AHEAD),
+            _ => (usize::MAX - PREFETCH_AHEAD, usize::MAX),
         };
         let (all, end, _) = self.run_parts();
-        self.pos = fill(&mut asked, all.get(..end).unwrap_or(&[]), self.pos, self.base, self.frame, out, max);
+        let bound = RunBound { max, stop };
+        self.pos = fill(&mut asked, all.get(..end).unwrap_or(&[]), self.pos, self.base, self.frame, out, bound);
         self.asked = self.base.saturating_add(asked as u64);
+        self.probe_past_run(out.get(first..).and_then(|r| r.last()));
         // A fault while the headers were read: the file was cut under the map.
         if self.map_shrank() {
             self.note_shrink();
@@ -885,6 +899,24 @@ impl CaptureReader {
                 (buf, *end, (*share && buf.len() <= MAX_SHARED_BLOCK_BYTES).then_some(buf))
             }
             Storage::Mapped { buf, .. } => (buf, buf.len(), Some(buf)),
+        }
+    }
+
+    /// Reads a byte of the page after the one a mapped run's last record ends in (when the
+    /// window holds it): were the file cut before that end, the page lies wholly past the
+    /// cut and faults, and the run is cut back to whole records ([`keep_before_cut`]). A
+    /// run that walked on past its last record's page did so itself; one that ends within
+    /// [`PREFETCH_AHEAD`] of its start might not have.
+    ///
+    /// [`keep_before_cut`]: Self::keep_before_cut
+    #[inline]
+    fn probe_past_run(&self, last: Option<&Rec>) {
+        let (Storage::Mapped { buf, .. }, Some(last)) = (&self.storage, last) else { return };
+        let page = MappedFile::page_size() as u64;
+        let end = self.base + (last.start + last.len as usize) as u64;
+        let next_page = (end.saturating_sub(1) / page + 1) * page;
+        if let Some(&b) = usize::try_from(next_page - self.base).ok().and_then(|i| buf.get(i)) {
+            std::hint::black_box(b);
         }
     }
 
@@ -1399,6 +1431,43 @@ mod tests {
             let mapped = CaptureReader::open(&f.0).unwrap();
             proptest::prop_assert_eq!(without_block_offsets(read_all(mapped, &runs)), want);
         }
+    }
+
+    /// A mapped file's runs end within PREFETCH_AHEAD of their first record, whatever
+    /// number of records is asked for (records of 1,500 bytes: 1,516 apart with their
+    /// headers, so 11 start within 16 KiB), and one after another they give every record;
+    /// a read file's run is bounded by the number asked for only.
+    #[test]
+    fn test_a_mapped_files_runs_end_within_the_bytes_asked_for_ahead() {
+        let recs: Vec<(u16, i16, u32, u32)> = (0..200).map(|i| (1500, 0, 1, i)).collect();
+        let f = TempFile::new("run", &random_pcap(false, false, &recs, 0));
+        let mut r = CaptureReader::open(&f.0).unwrap();
+        assert!(matches!(r.storage, Storage::Mapped { .. }));
+        let (mut recs, mut runs, mut frames) = (Vec::new(), Vec::new(), Vec::new());
+        loop {
+            recs.clear();
+            let run = r.next_run(&mut recs, 1024).unwrap();
+            if let Some(first) = recs.first().map(|x| x.start) {
+                assert!(recs.iter().all(|x| x.start < first + PREFETCH_AHEAD));
+                frames.extend(recs.iter().map(|x| run.packet(x).frame));
+                runs.push(recs.len());
+                continue;
+            }
+            // A refill or the end: the general path.
+            match r.next_packet().unwrap() {
+                Some(p) => frames.push(p.frame),
+                None => break,
+            }
+        }
+        assert_eq!(PREFETCH_AHEAD.div_ceil(1516), 11);
+        assert!(runs.iter().all(|&n| n <= 11) && runs.iter().filter(|&&n| n == 11).count() >= 15, "{runs:?}");
+        assert_eq!(frames, (1..=200).collect::<Vec<u64>>());
+        // Read, not mapped: one run of every record after the first (which refills).
+        let mut read = CaptureReader::open_unmapped(&f.0).unwrap();
+        assert_eq!(read.next_packet().unwrap().map(|p| p.frame), Some(1));
+        let mut recs = Vec::new();
+        read.next_run(&mut recs, 1024);
+        assert_eq!(recs.len(), 199);
     }
 
     /// 6,000 records of 1,000 bytes (6 MB) in a file; opens it mapped, reads 10 packets,
