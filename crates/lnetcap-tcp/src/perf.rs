@@ -247,8 +247,9 @@ impl RecentLoops {
         Some(m)
     }
 
-    /// The latest samples, oldest first (at most [`RECENT_LOOPS`]).
-    pub fn latest(&self) -> Vec<i64> {
+    /// The latest samples, oldest first (at most [`RECENT_LOOPS`]): what the tests compare.
+    #[cfg(test)]
+    fn latest(&self) -> Vec<i64> {
         let from = self.seen.saturating_sub(RECENT_LOOPS as u64);
         (from..self.seen).map(|i| self.ring[(i % RECENT_RING as u64) as usize]).collect()
     }
