@@ -385,14 +385,15 @@ impl StreamHalf {
             }
         }
         if off == self.next {
-            // In order with nothing buffered (almost every segment): no drain to call.
-            if self.ooo.is_empty() {
-                self.deliver(off, len, captured, stamp, emit);
-                return;
+            // Almost every segment: in order with nothing buffered, so no drain to call.
+            let filling = !self.ooo.is_empty();
+            if filling {
+                self.stats.segments_filling_holes += 1;
             }
-            self.stats.segments_filling_holes += 1;
             self.deliver(off, len, captured, stamp, emit);
-            self.drain(emit);
+            if filling {
+                self.drain(emit);
+            }
         } else {
             self.buffer(off, len, captured, stamp);
         }
@@ -418,8 +419,8 @@ impl StreamHalf {
     }
 
     /// Capture time `now` (when known) has come: gives up on every hole that has passed a
-    /// bound, in stream order. Inline, with nothing buffered (almost every call) nothing
-    /// to check: no call.
+    /// bound, in stream order. Inline: with nothing buffered (almost every call) it
+    /// returns without a call.
     #[inline]
     fn enforce_bounds(&mut self, now: Option<i64>, emit: &mut impl FnMut(Stamp, StreamEvent<'_>)) {
         if self.ooo.is_empty() {
