@@ -107,7 +107,26 @@ impl Ranges {
 }
 
 impl History {
+    /// Keeps `bytes`, the captured bytes at stream offset `off`. Inline for the usual case
+    /// (the ring at its full size, the record in one piece): one copy and the range
+    /// update, where the general path's size and wrap checks and its call were most of a
+    /// header-only segment's recording.
+    #[inline]
     fn record(&mut self, off: u64, bytes: &[u8]) {
+        const { assert!(HISTORY_BYTES.is_power_of_two()) };
+        let n = bytes.len();
+        let pos = (off & (HISTORY_BYTES as u64 - 1)) as usize;
+        if self.ring.len() == HISTORY_BYTES && n != 0 && n <= HISTORY_BYTES - pos {
+            self.ring[pos..pos + n].copy_from_slice(bytes);
+            self.note(off, off + n as u64);
+        } else {
+            self.record_any(off, bytes);
+        }
+    }
+
+    /// [`History::record`] of any size, into a ring of any size (growing it).
+    #[inline(never)]
+    fn record_any(&mut self, off: u64, bytes: &[u8]) {
         if bytes.is_empty() {
             return;
         }
@@ -131,11 +150,18 @@ impl History {
         if !b.is_empty() {
             self.ring[..b.len()].copy_from_slice(b);
         }
+        self.note(start, end);
+    }
+
+    /// Marks [start, end) known (its bytes just written) and forgets what the ring no
+    /// longer holds: the bytes before `end` less the ring's length.
+    #[inline]
+    fn note(&mut self, start: u64, end: u64) {
         match self.ranges.back_mut() {
             Some(last) if last.1 == start => last.1 = end,
             _ => self.ranges.push_back((start, end)),
         }
-        let floor = end.saturating_sub(len as u64);
+        let floor = end.saturating_sub(self.ring.len() as u64);
         while let Some(front) = self.ranges.front_mut() {
             if front.1 <= floor {
                 self.ranges.pop_front();
