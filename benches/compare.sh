@@ -12,7 +12,10 @@
 # full-payload capture), TMPDIR (where the captures
 # are written: the full-payload one takes FULL_GB, default 6, GB; removed at exit),
 # FULL_GB, HEADER_RPCS (default 130: 1.15 M packets), META_RPCS (default 20000), TSHARK_FULL=1 to time tshark on the
-# full-payload capture too (minutes). --quick: 1 run each, a 0.5 GB full-payload capture.
+# full-payload capture too (minutes), PIN=0 to leave the single-thread runs unpinned (by
+# default each round pins them all to one core, the next core the next round, so that a
+# ratio never compares two cores; tcptrace's time on each core is printed).
+# --quick: 1 run each, a 0.5 GB full-payload capture.
 #
 # Captures, written by `lnetcap synth` (deterministic):
 #   header-only   --scenario bench --rpcs 130: 4 clients x 2 servers, mixed 1-4 MiB BRW and
@@ -87,14 +90,28 @@ def hwm(pid):
         return 0
 walls = {n: [] for n, _ in cmds}
 cpus = {n: [] for n, _ in cmds}
+# Single-thread commands run pinned to one core, the same for all of them in a round and
+# the next core the next round: a VM's cores need not run at one speed (2026-11-28 here:
+# one core took 0.18-0.19 s for a run the other did in 0.14-0.15 s), and a ratio of two
+# tools each left where the scheduler put it would compare the cores too. The
+# multi-thread command (UNPINNED) and the copies of the ceiling are not pinned. PIN=0
+# pins nothing.
+allowed = sorted(os.sched_getaffinity(0))
+unpinned = set(os.environ.get("UNPINNED", "").split())
+pin = os.environ.get("PIN", "1") != "0"
+per_core = {}
 with open(os.devnull, "wb") as null:
     for r in range(runs):
+        core = allowed[r % len(allowed)]
         for n, c in cmds[r % len(cmds):] + cmds[:r % len(cmds)]:
             # NAME*K: K copies at once ({i} in the command numbers them); the wall time
             # until the last ends, the CPU time of all.
             copies = int(n.split("*")[1]) if "*" in n else 1
+            pinned = pin and copies == 1 and n not in unpinned
+            pre = (lambda: os.sched_setaffinity(0, {core})) if pinned else None
             t = time.perf_counter()
-            ps = [subprocess.Popen(c.replace("{i}", str(i)).split(), stdout=null, stderr=null) for i in range(copies)]
+            ps = [subprocess.Popen(c.replace("{i}", str(i)).split(), stdout=null, stderr=null, preexec_fn=pre)
+                  for i in range(copies)]
             cpu = 0.0
             for p in ps:
                 _, status, ru = os.wait4(p.pid, 0)
@@ -103,6 +120,12 @@ with open(os.devnull, "wb") as null:
                     sys.exit(f"failed ({os.waitstatus_to_exitcode(status)}): {c}")
             walls[n].append(time.perf_counter() - t)
             cpus[n].append(cpu)
+            if pinned:
+                per_core.setdefault(n, {}).setdefault(core, []).append(walls[n][-1])
+    for n, by in per_core.items():
+        # Each pinned command's median wall time on each core: how far the cores differ.
+        if len(by) > 1:
+            print("#core", n, " ".join(f"cpu{k}:{statistics.median(v):.3f}" for k, v in sorted(by.items())))
     for n, c in cmds:
         if "*" in n:
             print(n, f"{statistics.median(walls[n]):.4f}", 0, "- - -", ",".join(f"{w:.4f}" for w in walls[n]),
@@ -123,6 +146,8 @@ PY
 }
 
 cores=$(nproc)
+# The one command of `rounds` that runs on every core (the others are pinned, see there).
+export UNPINNED=analyzeN
 printf "%-12s %-22s %9s %8s %7s %12s %7s %10s %12s %s\n" capture tool packets seconds "CPU s" packets/s GB/s "peak RSS" "vs tcptrace" "(per round: q1-q3)"
 for cap in header full metadata; do
   f=$tmp/$cap.pcap
@@ -139,7 +164,12 @@ for cap in header full metadata; do
     read_cmds=("decodeR=env LNETCAP_NO_MAP=1 $bin decode --format jsonl $f"
       "analyze1R=env LNETCAP_NO_MAP=1 $bin analyze -q --threads 1 --json $tmp/out1r.json $f")
   fi
+  by_core=()
   while read -r k wall rss q1 med q3 ws cpu; do
+    if [[ $k == "#core" ]]; then
+      by_core+=("$(echo $wall ${rss/:/ } ${q1/:/ } ${med/:/ } ${q3/:/ })")
+      continue
+    fi
     k=${k/\*/x}
     t[$k]=$wall m[$k]=$rss q[$k]="$med $q1 $q3" w[$k]=$ws u[$k]=$cpu
   done < <(rounds "$r" "tcptrace=tcptrace -l -r -n $f" "decode=$bin decode --format jsonl $f" \
@@ -169,6 +199,10 @@ for cap in header full metadata; do
     python3 -c "
 s, cpu, pk, b, rss = ${t[$k]}, ${u[$k]}, $pk, $bytes, ${m[$k]}
 print(f'%-12s %-22s %9d %8.3f %7.3f %12.0f %7.2f %7.0f MiB %11sx %s' % ('$cap', '$name', pk, s, cpu, pk / s, b / s / 1e9, rss / 1024, '$med', '$spread'))"
+  done
+  # The single-thread runs were pinned, a core a round: each one's median on each core.
+  for line in "${by_core[@]}"; do
+    printf '%-12s %-22s %s\n' "$cap" "by core (pinned)" "$line s"
   done
   # The parallel speed-up itself, round by round.
   python3 -c "
