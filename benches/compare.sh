@@ -14,7 +14,7 @@
 # FULL_GB, HEADER_RPCS (default 130: 1.15 M packets), META_RPCS (default 20000), TSHARK_FULL=1 to time tshark on the
 # full-payload capture too (minutes), PIN=0 to leave the single-thread runs unpinned (by
 # default each round pins them all to one core, the next core the next round, so that a
-# ratio never compares two cores; tcptrace's time on each core is printed).
+# ratio never compares two cores; each pinned tool's median on each core is printed).
 # --quick: 1 run each, a 0.5 GB full-payload capture.
 #
 # Captures, written by `lnetcap synth` (deterministic):
@@ -125,7 +125,7 @@ with open(os.devnull, "wb") as null:
     for n, by in per_core.items():
         # Each pinned command's median wall time on each core: how far the cores differ.
         if len(by) > 1:
-            print("#core", n, " ".join(f"cpu{k}:{statistics.median(v):.3f}" for k, v in sorted(by.items())))
+            print("#core", n, " ".join(f"cpu{k} {statistics.median(v):.3f}" for k, v in sorted(by.items())))
     for n, c in cmds:
         if "*" in n:
             print(n, f"{statistics.median(walls[n]):.4f}", 0, "- - -", ",".join(f"{w:.4f}" for w in walls[n]),
@@ -165,11 +165,12 @@ for cap in header full metadata; do
       "analyze1R=env LNETCAP_NO_MAP=1 $bin analyze -q --threads 1 --json $tmp/out1r.json $f")
   fi
   by_core=()
-  while read -r k wall rss q1 med q3 ws cpu; do
-    if [[ $k == "#core" ]]; then
-      by_core+=("$(echo $wall ${rss/:/ } ${q1/:/ } ${med/:/ } ${q3/:/ })")
+  while read -r line; do
+    if [[ $line == "#core "* ]]; then
+      by_core+=("${line#\#core }")
       continue
     fi
+    read -r k wall rss q1 med q3 ws cpu <<<"$line"
     k=${k/\*/x}
     t[$k]=$wall m[$k]=$rss q[$k]="$med $q1 $q3" w[$k]=$ws u[$k]=$cpu
   done < <(rounds "$r" "tcptrace=tcptrace -l -r -n $f" "decode=$bin decode --format jsonl $f" \
