@@ -9,6 +9,9 @@
 use lnetcap_tcp::{ConnId, Dir, Stamp};
 
 use crate::limits::{HDR_CAP, PEEK_BYTES};
+use stamps::{Boundaries, RunStamps};
+
+mod stamps;
 use crate::message::{App, Body, DesyncReason, FramingEvent, LnetEvent, Message, Proto};
 use crate::names::is_bulk_portal;
 use crate::nid::Nid;
@@ -166,7 +169,7 @@ pub struct FramerStats {
 struct PendingInfer {
     from: u64,
     to: u64,
-    map: Vec<(u64, Stamp)>,
+    times: Boundaries,
     prev: Box<Message>,
 }
 
@@ -181,12 +184,8 @@ pub struct Framer {
     cur: Option<InProgress>,
     desync_from: u64,
     desync_at_boundary: bool,
-    /// While desynchronised: where each segment of the skipped run starts.
-    skip_map: Vec<(u64, Stamp)>,
-    skip_map_full: bool,
-    /// Segments of the last skipped run (at most [`MAX_SKIP_RESERVE`]): the next run's map
-    /// starts with that room.
-    skip_hint: usize,
+    /// While desynchronised: the times of the skipped run's message boundaries.
+    run_stamps: RunStamps,
     last_msg: Option<Box<Message>>,
     pending_infer: Option<PendingInfer>,
     /// NIDs seen on this connection (for resync plausibility).
@@ -214,9 +213,7 @@ impl Framer {
             cur: None,
             desync_from: 0,
             desync_at_boundary: false,
-            skip_map: Vec::new(),
-            skip_map_full: false,
-            skip_hint: 0,
+            run_stamps: RunStamps::default(),
             last_msg: None,
             pending_infer: None,
             known_nids: Vec::new(),
@@ -266,12 +263,9 @@ impl Framer {
         self.expect = Expect::Desync;
         self.desync_from = at;
         self.desync_at_boundary = at_boundary && self.expect_was_framed();
-        self.skip_map.clear();
-        // As long as the run before (a bulk stream loses one header after another at a
-        // short snaplen): grown once, not by doubling from nothing each run.
-        self.skip_map.reserve(self.skip_hint);
-        self.skip_map.push((at, first));
-        self.skip_map_full = false;
+        // Messages inferred in the run would be as long as the one decoded before it.
+        let len = if self.desync_at_boundary { self.last_msg.as_ref().map_or(0, |m| m.wire_len) } else { 0 };
+        self.run_stamps.start(at, first, len);
         self.pending_infer = None;
         self.stats.desyncs += 1;
         out.push(LnetEvent::Framing {
@@ -287,14 +281,7 @@ impl Framer {
     }
 
     fn note_skip(&mut self, offset: u64, stamp: Stamp) {
-        if self.skip_map.last().is_some_and(|(_, s)| *s == stamp) {
-            return;
-        }
-        if self.skip_map.len() >= MAX_SKIP_MAP {
-            self.skip_map_full = true;
-        } else {
-            self.skip_map.push((offset, stamp));
-        }
+        self.run_stamps.note(offset, stamp);
     }
 
     /// Captured bytes at the current position.
@@ -312,16 +299,8 @@ impl Framer {
                         i += k;
                         self.stats.bytes_skipped += k as u64;
                         let skipped = self.pos - self.desync_from;
-                        self.skip_hint = self.skip_map.len().min(MAX_SKIP_RESERVE);
-                        if self.desync_at_boundary && !self.skip_map_full && skipped > 0 {
-                            if let Some(prev) = self.last_msg.clone() {
-                                self.pending_infer = Some(PendingInfer {
-                                    from: self.desync_from,
-                                    to: self.pos,
-                                    map: std::mem::take(&mut self.skip_map),
-                                    prev,
-                                });
-                            }
+                        if self.desync_at_boundary && skipped > 0 {
+                            self.pending_infer = self.pending(self.pos);
                         }
                         if self.proto.is_none() {
                             self.proto = Some(proto);
@@ -447,8 +426,7 @@ impl Framer {
     /// message, the inference in waiting, the peeked payload), keeping the counters and
     /// the message in progress's extent: for a connection the table retired.
     pub fn release(&mut self) {
-        self.skip_map = Vec::new();
-        self.skip_hint = 0;
+        self.run_stamps.release();
         self.last_msg = None;
         self.pending_infer = None;
         self.known_nids = Vec::new();
@@ -605,10 +583,6 @@ impl Framer {
         {
             return;
         }
-        let stamp_at = |off: u64| -> Stamp {
-            let i = p.map.partition_point(|(o, _)| *o <= off);
-            p.map[i.saturating_sub(1)].1
-        };
         for i in 1..=k {
             let cookie = match (pk, nk) {
                 (Some(a), Some(b)) if !tail => progression(a.zc_req_cookie, b.zc_req_cookie, k, i),
@@ -664,13 +638,14 @@ impl Framer {
                 _ => App::None,
             };
             let offset = p.from + (i - 1) * len;
+            let (first, last) = p.times.of(i);
             out.push(LnetEvent::Message(Box::new(Message {
                 conn: self.conn,
                 dir: self.dir,
                 offset,
                 wire_len: len,
-                first: stamp_at(offset),
-                last: stamp_at(offset + len - 1),
+                first,
+                last,
                 proto: prev.proto,
                 // What a cut header showed of the union belongs to that message alone.
                 body: Body::Lnet {
@@ -694,15 +669,29 @@ impl Framer {
     /// before the capture point queues its bulk back to back, and at a short snaplen every
     /// header after the first lies past the captured bytes until the connection closes).
     pub fn end(&mut self, offset: u64, out: &mut Vec<LnetEvent>) {
-        if self.expect != Expect::Desync || offset != self.pos || !self.desync_at_boundary || self.skip_map_full {
+        if self.expect != Expect::Desync
+            || offset != self.pos
+            || !self.desync_at_boundary
+            || self.run_stamps.full()
+            || self.last_msg.is_none()
+        {
             return;
         }
-        let Some(prev) = self.last_msg.clone() else { return };
-        let p = PendingInfer { from: self.desync_from, to: offset, map: std::mem::take(&mut self.skip_map), prev };
         self.desync_at_boundary = false;
-        if p.to > p.from {
-            self.infer_run(p, None, out);
+        if offset > self.desync_from {
+            if let Some(p) = self.pending(offset) {
+                self.infer_run(p, None, out);
+            }
         }
+    }
+
+    /// The skipped run from `desync_from` to `to`, to be inferred from the last message
+    /// decoded before it: `None` when it holds no whole number of messages as long as that
+    /// one (or spans too many segments).
+    fn pending(&mut self, to: u64) -> Option<PendingInfer> {
+        let prev = self.last_msg.clone()?;
+        let times = std::mem::take(&mut self.run_stamps).finish(to, prev.wire_len)?;
+        Some(PendingInfer { from: self.desync_from, to, times, prev })
     }
 
     fn note_nid(&mut self, n: Nid) {
@@ -745,11 +734,6 @@ fn sized_lnet(m: &Message) -> bool {
 
 /// Longest run of messages inferred at once.
 const MAX_INFERRED_RUN: u64 = 4096;
-/// Segments remembered over one skipped run (for the times of inferred messages).
-const MAX_SKIP_MAP: usize = 1 << 17;
-/// Most segments a new skipped run's map reserves at once, from the run before (384 KiB:
-/// a header-only bulk stream's runs are a few thousand segments; longer runs grow).
-const MAX_SKIP_RESERVE: usize = 1 << 14;
 
 /// The i-th of k values strictly between `a` and `b` on an arithmetic progression (all equal
 /// when a == b), or `None` when the gap does not divide evenly.
