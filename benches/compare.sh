@@ -11,7 +11,8 @@
 # build of benches/pgo.sh instead), BIN (time this binary instead), RUNS (default 5; 3 for the
 # full-payload capture), TMPDIR (where the captures
 # are written: the full-payload one takes FULL_GB, default 6, GB; removed at exit),
-# FULL_GB, HEADER_RPCS (default 130: 1.15 M packets), META_RPCS (default 20000), TSHARK_FULL=1 to time tshark on the
+# FULL_GB, HEADER_RPCS (default 130: 1.15 M packets), MANY_CLIENTS (default 200), MANY_RPCS (default 2),
+# META_RPCS (default 20000), TSHARK_FULL=1 to time tshark on the
 # full-payload capture too (minutes), PIN=0 to leave the single-thread runs unpinned (by
 # default each round pins them all to one core, the next core the next round, so that a
 # ratio never compares two cores; each pinned tool's median on each core is printed).
@@ -20,6 +21,9 @@
 # Captures, written by `lnetcap synth` (deterministic):
 #   header-only   --scenario bench --rpcs 130: 4 clients x 2 servers, mixed 1-4 MiB BRW and
 #                 metadata, MTU 1500, snaplen 256 (1,149,888 packets, 238 MB)
+#   many          the header-only workload from MANY_CLIENTS (default 200) clients,
+#                 --rpcs MANY_RPCS (default 2): 1,200 connections interleaved, as an OSS
+#                 sees many clients (1,102,800 packets, 228 MB)
 #   full-payload  the same workload with snaplen 65535, as many RPCs as make FULL_GB
 #   metadata      --scenario metadata --rpcs META_RPCS (default 20,000): one client's
 #                 MDS_GETATTR, LDLM_ENQUEUE, MDS_REINT and pings, full payload (85,023
@@ -65,6 +69,8 @@ trap 'rm -rf "$tmp"' EXIT
 # One full-payload bench RPC per client writes about 9.12 MB (measured: --rpcs 120 gives
 # 1,094 MB).
 "$bin" synth --scenario bench --rpcs "${HEADER_RPCS:-130}" -o "$tmp/header.pcap" --truth "$tmp/h.truth" 2>/dev/null
+"$bin" synth --scenario bench --clients "${MANY_CLIENTS:-200}" --rpcs "${MANY_RPCS:-2}" -o "$tmp/many.pcap" \
+  --truth "$tmp/c.truth" 2>/dev/null
 full_rpcs=$(python3 -c "print(max(1, round($full_gb * 1e9 / 9.12e6)))")
 "$bin" synth --scenario bench --rpcs "$full_rpcs" --snaplen 65535 -o "$tmp/full.pcap" --truth "$tmp/f.truth" 2>/dev/null
 "$bin" synth --scenario metadata --rpcs "${META_RPCS:-20000}" -o "$tmp/metadata.pcap" --truth "$tmp/m.truth" 2>/dev/null
@@ -149,7 +155,7 @@ cores=$(nproc)
 # The one command of `rounds` that runs on every core (the others are pinned, see there).
 export UNPINNED=analyzeN
 printf "%-12s %-22s %9s %8s %7s %12s %7s %10s %12s %s\n" capture tool packets seconds "CPU s" packets/s GB/s "peak RSS" "vs tcptrace" "(per round: q1-q3)"
-for cap in header full metadata; do
+for cap in header many full metadata; do
   f=$tmp/$cap.pcap
   cat "$f" >/dev/null
   pk=$(tcpdump -r "$f" -nn -q 2>/dev/null | wc -l)
@@ -160,7 +166,7 @@ for cap in header full metadata; do
   # The whole-frame captures are mapped by decode and one-thread analyze: the same two
   # with LNETCAP_NO_MAP=1 (read) too, so the map's own effect comes from the same rounds.
   read_cmds=()
-  if [[ $cap != header ]]; then
+  if [[ $cap == full || $cap == metadata ]]; then
     read_cmds=("decodeR=env LNETCAP_NO_MAP=1 $bin decode --format jsonl $f"
       "analyze1R=env LNETCAP_NO_MAP=1 $bin analyze -q --threads 1 --json $tmp/out1r.json $f")
   fi

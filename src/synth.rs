@@ -53,6 +53,10 @@ pub(crate) struct SynthArgs {
     /// LNet peer credits.
     #[arg(long)]
     pub peer_credits: Option<i32>,
+    /// Clients, each with its typed connections to every server (overrides the scenario;
+    /// 1-4096).
+    #[arg(long)]
+    pub clients: Option<usize>,
     /// Size of an adversarial scenario (connections, requests, probes: see the list).
     #[arg(long)]
     pub count: Option<u64>,
@@ -134,6 +138,13 @@ pub(crate) fn run(a: &SynthArgs) -> Result<u8> {
     }
     if let Some(v) = a.rpcs {
         cfg.rpcs_per_client = v;
+    }
+    if let Some(v) = a.clients {
+        let max = lnetcap_synth::sim::MAX_CLIENTS;
+        if !(1..=max).contains(&v) {
+            bail!("--clients must be between 1 and {max}, got {v}");
+        }
+        cfg.clients = v;
     }
     if let Some(v) = a.concurrency {
         cfg.concurrency = v.max(1);

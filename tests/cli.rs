@@ -344,6 +344,35 @@ fn synth_writes_a_capture_and_truth() {
 }
 
 #[test]
+fn synth_clients_gives_every_client_its_own_address_and_connections() {
+    // Past the 254th client the addresses move to 10.1.x.y: 300 clients of the metadata
+    // scenario (one server, three typed connections each), against the truth's RPCs.
+    let dir = common::scratch("cli-synth-clients");
+    let out = dir.join("m300.pcap");
+    let o =
+        lnetcap(&["synth", "--scenario", "metadata", "--clients", "300", "--rpcs", "2", "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let json = dir.join("m300.json");
+    let o = lnetcap(&["analyze", "-q", "--json", json.to_str().unwrap(), out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let peers = r["peers"].as_array().unwrap();
+    assert_eq!(r["connections"].as_array().unwrap().len(), 900);
+    let clients: std::collections::BTreeSet<&str> = peers.iter().map(|p| p["client_nid"].as_str().unwrap()).collect();
+    assert_eq!(clients.len(), 300);
+    assert!(
+        clients.contains("10.0.1.254@tcp") && clients.contains("10.1.0.1@tcp") && clients.contains("10.1.0.46@tcp")
+    );
+    let truth = std::fs::read_to_string(format!("{}.truth.jsonl", out.display())).unwrap();
+    let rpcs = truth.lines().filter(|l| l.contains(r#""type":"rpc""#)).count() as u64;
+    assert_eq!(peers.iter().map(|p| p["rpcs"].as_u64().unwrap()).sum::<u64>(), rpcs);
+    assert_eq!(rpcs, 900);
+    let o = lnetcap(&["synth", "--scenario", "metadata", "--clients", "4097", "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--clients must be between 1 and 4096, got 4097"), "{}", stderr(&o));
+}
+
+#[test]
 fn other_ports_are_found_by_content_unless_told_not_to() {
     let f = fixture("metadata.pcap");
     let o = lnetcap(&["decode", "--format", "jsonl", "--port", "7", f.to_str().unwrap()]);

@@ -63,7 +63,7 @@ pub enum CaptureAt {
 /// Scenario parameters.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Clients.
+    /// Clients (at most [`MAX_CLIENTS`]).
     pub clients: usize,
     /// Servers.
     pub servers: usize,
@@ -156,6 +156,10 @@ pub struct Output {
     /// Events the simulation ran.
     pub events: u64,
 }
+
+/// Clients a scenario may have: each has its own address and its own ranges of XIDs and
+/// selftest ids (a client's ids are its number shifted into bits 24-36).
+pub const MAX_CLIENTS: usize = 4096;
 
 /// Events the simulator runs at most (the largest preset, `bench`, needs about 5 M).
 const MAX_EVENTS: u64 = 200_000_000;
@@ -547,10 +551,19 @@ impl Sim {
         sim
     }
 
+    /// Host `i` (from 0): clients at 10.0.1.(i + 1) and fd00:0:0:1::(i + 1), servers at
+    /// 10.0.2.(i + 1) and fd00:0:0:2::(i + 1); clients from i = 254 on at
+    /// 10.1.(j / 250).(j % 250 + 1), j = i − 254 (up to [`MAX_CLIENTS`]).
     fn make_host(i: usize, server: bool, rng: &mut Rng) -> Host {
-        let n = u8::try_from(i + 1).unwrap_or(255);
-        let ip6 = Ipv6Addr::new(0xfd00, 0, 0, if server { 2 } else { 1 }, 0, 0, 0, u16::from(n));
-        let ip4 = Ipv4Addr::new(10, 0, if server { 2 } else { 1 }, n);
+        let n = u16::try_from(i + 1).unwrap_or(u16::MAX);
+        let ip6 = Ipv6Addr::new(0xfd00, 0, 0, if server { 2 } else { 1 }, 0, 0, 0, n);
+        let ip4 = match u8::try_from(i + 1) {
+            Ok(n) if n < 255 || server => Ipv4Addr::new(10, 0, if server { 2 } else { 1 }, n),
+            _ => {
+                let j = i - 254;
+                Ipv4Addr::new(10, 1, u8::try_from(j / 250).unwrap_or(u8::MAX), (j % 250 + 1) as u8)
+            }
+        };
         Host {
             ip: [IpAddr::V4(ip4), IpAddr::V6(ip6)],
             nid: [Nid::ipv4(ip4, lnd::TCP, 0), Nid::ipv6(ip6, lnd::TCP, 0)],
