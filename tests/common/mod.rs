@@ -303,10 +303,16 @@ impl PeakRss {
 /// Runs `lnetcap analyze -q CAPTURE --json JSON` under the RSS probe; returns the report
 /// and the peak RSS. Panics (with stderr) when the run fails.
 pub fn analyze_under_rss_probe(capture: &Path, json: &Path) -> (Value, PeakRss) {
+    analyze_under_rss_probe_with(capture, json, &[])
+}
+
+/// [`analyze_under_rss_probe`] with more options for `analyze` (`--threads 1`).
+pub fn analyze_under_rss_probe_with(capture: &Path, json: &Path, extra: &[&str]) -> (Value, PeakRss) {
     let out = std::process::Command::new("python3")
         .arg(root().join("tests/tools/peak_rss.py"))
         .arg(env!("CARGO_BIN_EXE_lnetcap"))
         .args(["analyze", "-q"])
+        .args(extra)
         .arg(capture)
         .arg("--json")
         .arg(json)
