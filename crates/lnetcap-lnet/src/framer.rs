@@ -9,9 +9,6 @@
 use lnetcap_tcp::{ConnId, Dir, Stamp};
 
 use crate::limits::{HDR_CAP, PEEK_BYTES};
-use stamps::{Boundaries, RunStamps};
-
-mod stamps;
 use crate::message::{App, Body, DesyncReason, FramingEvent, LnetEvent, Message, Proto};
 use crate::names::is_bulk_portal;
 use crate::nid::Nid;
@@ -20,6 +17,9 @@ use crate::wire::{
     hello_size, le32_at, union_used, Connreq, CutUnion, Hello, KsockHdr, LnetDetail, LnetHdr, PingInfo, PtlrpcInfo,
     SrpcInfo, Wmd, NID16, NID4,
 };
+use stamps::{Boundaries, RunStamps};
+
+mod stamps;
 
 /// What the framer expects next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
