@@ -280,10 +280,6 @@ impl Framer {
         self.last_msg.as_ref().is_some_and(|m| m.proto.is_some())
     }
 
-    fn note_skip(&mut self, offset: u64, stamp: Stamp) {
-        self.run_stamps.note(offset, stamp);
-    }
-
     /// Captured bytes at the current position.
     pub fn on_data(&mut self, offset: u64, data: &[u8], stamp: Stamp, out: &mut Vec<LnetEvent>) {
         debug_assert_eq!(offset, self.pos);
@@ -291,7 +287,7 @@ impl Framer {
         while i < data.len() {
             if self.expect == Expect::Desync {
                 let at = self.pos;
-                self.note_skip(at, stamp);
+                self.run_stamps.note(at, stamp);
                 let found = find_resync(&data[i..], self.proto, &self.known_nids);
                 match found {
                     Some((k, proto)) => {
@@ -392,7 +388,7 @@ impl Framer {
         while left > 0 {
             if self.expect == Expect::Desync {
                 let at = self.pos;
-                self.note_skip(at, stamp);
+                self.run_stamps.note(at, stamp);
                 self.pos += left;
                 self.stats.bytes_skipped += left;
                 return;

@@ -158,7 +158,8 @@ pub struct Output {
 }
 
 /// Clients a scenario may have: each has its own address and its own ranges of XIDs and
-/// selftest ids (a client's ids are its number shifted into bits 24-36).
+/// selftest ids (a client's selftest ids carry its number in bits 24-35, below the lowest
+/// bit set in their common base, 37).
 pub const MAX_CLIENTS: usize = 4096;
 
 /// Events the simulator runs at most (the largest preset, `bench`, needs about 5 M).
@@ -557,12 +558,11 @@ impl Sim {
     fn make_host(i: usize, server: bool, rng: &mut Rng) -> Host {
         let n = u16::try_from(i + 1).unwrap_or(u16::MAX);
         let ip6 = Ipv6Addr::new(0xfd00, 0, 0, if server { 2 } else { 1 }, 0, 0, 0, n);
-        let ip4 = match u8::try_from(i + 1) {
-            Ok(n) if n < 255 || server => Ipv4Addr::new(10, 0, if server { 2 } else { 1 }, n),
-            _ => {
-                let j = i - 254;
-                Ipv4Addr::new(10, 1, u8::try_from(j / 250).unwrap_or(u8::MAX), (j % 250 + 1) as u8)
-            }
+        let ip4 = if server || i < 254 {
+            Ipv4Addr::new(10, 0, if server { 2 } else { 1 }, u8::try_from(i + 1).unwrap_or(u8::MAX))
+        } else {
+            let j = i - 254;
+            Ipv4Addr::new(10, 1, u8::try_from(j / 250).unwrap_or(u8::MAX), (j % 250 + 1) as u8)
         };
         Host {
             ip: [IpAddr::V4(ip4), IpAddr::V6(ip6)],

@@ -63,7 +63,9 @@ struct History {
     ranges: Ranges,
     /// Bytes recorded so far (the packed place of the next one).
     head: u64,
-    /// Bytes held: `head` less the first range's packed place.
+    /// Bytes held: `head` less the first range's packed place. Kept, not derived from the
+    /// first range: reading that range in `record`'s room test made a one-thread
+    /// `analyze` of the header-only bench file 0.92x as fast (14 paired rounds).
     held: usize,
 }
 
