@@ -12,7 +12,10 @@
 # full-payload capture), TMPDIR (where the captures
 # are written: the full-payload one takes FULL_GB, default 6, GB; removed at exit),
 # FULL_GB, HEADER_RPCS (default 130: 1.15 M packets), MANY_CLIENTS (default 200), MANY_RPCS (default 2),
-# META_RPCS (default 20000), TSHARK_FULL=1 to time tshark on the
+# META_RPCS (default 20000), PAGE_CACHE (disk, the default: each capture dropped from the
+# page cache after it is written and read back once, as a capture read from disk is cached;
+# tcpdump: rewritten in 4 KiB writes, as a capture tcpdump just wrote is cached; written:
+# as synth wrote it; see below), TSHARK_FULL=1 to time tshark on the
 # full-payload capture too (minutes), PIN=0 to leave the single-thread runs unpinned (by
 # default each round pins them all to one core, the next core the next round, so that a
 # ratio never compares two cores; each pinned tool's median on each core is printed).
@@ -28,11 +31,12 @@
 #   metadata      --scenario metadata --rpcs META_RPCS (default 20,000): one client's
 #                 MDS_GETATTR, LDLM_ENQUEUE, MDS_REINT and pings, full payload (85,023
 #                 packets, 31 MB): a message in nearly every packet, the RPC tracker's load
-# Commands (the page cache is warmed with the file first, so every tool reads from memory):
+# Commands (the page cache is warmed with the file first, so every tool reads from memory; see
+# PAGE_CACHE below for the state of its pages):
 #   lnetcap decode --format jsonl FILE > /dev/null  every message, PtlRPC bodies decoded
 #   lnetcap analyze -q --threads 1 --json OUT FILE  decode + TCP behaviour + RPCs + model
-#   the two above with LNETCAP_NO_MAP=1            full payload and metadata only (files
-#                                                   those map): the map's own effect
+#   the two above with LNETCAP_MAP=1               full payload and metadata only (the
+#                                                   files the opt-in map maps): its effect
 #   lnetcap analyze -q --json OUT FILE              the same on every core (--threads nproc)
 #   tshark -r FILE -T fields -e frame.number -e lnet.msg_type -e lnet.msg_dst_match_bits
 #          -e lnet.ptl_index -e lnet.payload_length  (Wireshark's LNet dissector)
@@ -75,6 +79,49 @@ full_rpcs=$(python3 -c "print(max(1, round($full_gb * 1e9 / 9.12e6)))")
 "$bin" synth --scenario bench --rpcs "$full_rpcs" --snaplen 65535 -o "$tmp/full.pcap" --truth "$tmp/f.truth" 2>/dev/null
 "$bin" synth --scenario metadata --rpcs "${META_RPCS:-20000}" -o "$tmp/metadata.pcap" --truth "$tmp/m.truth" 2>/dev/null
 rm -f "$tmp"/*.truth
+
+# The captures' page cache. How a file came into the page cache decides how fast it is
+# read from there: on this VM (Linux 6.18, ext4) the header-only file took 11-12 ms to
+# read whole when synth had written it (large writes) or after it was read back from
+# disk (the kernel's readahead fills the cache in large folios), and 30-39 ms when it
+# had been written in 8 KiB writes (a small folio a write); tcpdump writes a capture
+# through stdio, whose buffer for a file on ext4 is 4 KiB. Every tool reads the same
+# file in the same state, but the state moves the ratios: lnetcap decode ran 1.06x
+# (8 KiB writes) to 1.26x (a file hours in the cache, read whole in 32-62 ms) faster on
+# the fast file, tcptrace 1.02-1.07x; on a 1 GB full-payload file written in 4 KiB
+# writes lnetcap's map ran 0.73x as fast as its read (README Speed).
+# PAGE_CACHE picks the state: disk (default): each file written back and dropped from
+# the page cache (fsync, posix_fadvise DONTNEED), then read back once before its rounds,
+# as a capture read from disk (an archive's) is cached; tcpdump: each file rewritten in
+# 4 KiB writes and timed as that left it, as a capture tcpdump just wrote is cached;
+# written: as synth wrote it.
+page_cache=${PAGE_CACHE:-disk}
+case $page_cache in
+  disk)
+    for f in "$tmp"/*.pcap; do
+      python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.fsync(fd)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+os.close(fd)' "$f"
+      # What is left cached of it (fincore, util-linux): ~0 when the drop worked; a tmpfs
+      # TMPDIR keeps every page (its pages are memory, not a cache of a disk).
+      if command -v fincore >/dev/null; then
+        left=$(fincore -nb -o RES "$f" 2>/dev/null | tr -d ' ')
+        if [[ -n $left ]] && ((left > $(stat -c %s "$f") / 10)); then
+          echo "warning: $f stayed in the page cache ($left bytes): timed as written" >&2
+        fi
+      fi
+    done
+    echo "page cache: each capture dropped after it was written and read back once (as read from disk)" ;;
+  tcpdump)
+    for f in "$tmp"/*.pcap; do
+      dd if="$f" of="$f.4k" bs=4k status=none && mv "$f.4k" "$f"
+    done
+    echo "page cache: each capture rewritten in 4 KiB writes (as tcpdump writes one)" ;;
+  written) echo "page cache: each capture as synth wrote it" ;;
+  *) echo "PAGE_CACHE is disk, tcpdump or written, not $page_cache" >&2; exit 2 ;;
+esac
 
 # rounds RUNS NAME=CMD ... : RUNS rounds, each running every command once, in an order
 # rotated by one every round, so that the VM's drift (10-25 % within minutes here) falls
@@ -163,12 +210,13 @@ for cap in header many full metadata; do
   r=$runs
   [[ $cap == full ]] && ((r > 3)) && r=3
   declare -A t=() m=() q=() w=() u=()
-  # The whole-frame captures are mapped by decode and one-thread analyze: the same two
-  # with LNETCAP_NO_MAP=1 (read) too, so the map's own effect comes from the same rounds.
+  # The whole-frame captures are read by default and mapped with LNETCAP_MAP=1 (decode and
+  # one-thread analyze): the same two mapped too, so the map's own effect comes from the
+  # same rounds.
   read_cmds=()
   if [[ $cap == full || $cap == metadata ]]; then
-    read_cmds=("decodeR=env LNETCAP_NO_MAP=1 $bin decode --format jsonl $f"
-      "analyze1R=env LNETCAP_NO_MAP=1 $bin analyze -q --threads 1 --json $tmp/out1r.json $f")
+    read_cmds=("decodeM=env LNETCAP_MAP=1 $bin decode --format jsonl $f"
+      "analyze1M=env LNETCAP_MAP=1 $bin analyze -q --threads 1 --json $tmp/out1m.json $f")
   fi
   by_core=()
   while read -r line; do
@@ -184,7 +232,7 @@ for cap in header many full metadata; do
     "analyzeN=$bin analyze -q --json $tmp/outN.json $f" \
     "analyze1*$cores=$bin analyze -q --threads 1 --json $tmp/outP{i}.json $f" "${read_cmds[@]}")
   tools=(decode analyze1 analyzeN tcptrace)
-  ((${#read_cmds[@]})) && tools=(decode decodeR analyze1 analyze1R analyzeN tcptrace)
+  ((${#read_cmds[@]})) && tools=(decode decodeM analyze1 analyze1M analyzeN tcptrace)
   if [[ $cap == header || ${TSHARK_FULL:-0} == 1 ]]; then
     read -r _ t[tshark] m[tshark] _ _ _ _ u[tshark] < <(rounds 1 "tshark=tshark -r $f -T fields -e frame.number -e lnet.msg_type \
       -e lnet.msg_dst_match_bits -e lnet.ptl_index -e lnet.payload_length")
@@ -194,9 +242,9 @@ for cap in header many full metadata; do
   for k in "${tools[@]}"; do
     case $k in
       decode) name="lnetcap decode" ;;
-      decodeR) name="  read (NO_MAP)" ;;
+      decodeM) name="  mapped (MAP=1)" ;;
       analyze1) name="lnetcap analyze (1)" ;;
-      analyze1R) name="  read (NO_MAP)" ;;
+      analyze1M) name="  mapped (MAP=1)" ;;
       analyzeN) name="lnetcap analyze ($cores)" ;;
       *) name=$k ;;
     esac
@@ -230,11 +278,11 @@ c = sorted($cores * a / b for a, b in zip([${w[analyze1]}], [${w[analyze1x$cores
 e = sorted(p / ($cores * n) for n, p in zip([${w[analyzeN]}], [${w[analyze1x$cores]}]))
 print('%-12s %-22s $cores one-thread runs at once: %.2fx the throughput of one (per round: %.2f-%.2f), the ceiling of $cores cores here; the $cores-thread run reaches %.0f %% of it (per round: %.0f-%.0f %%)' % ('$cap', 'lnetcap analyze', statistics.median(c), q(c, 0.25), q(c, 0.75), 100 * statistics.median(e), 100 * q(e, 0.25), 100 * q(e, 0.75)))"
   if ((${#read_cmds[@]})); then
-    # Mapped against read, round by round (the default's speed over NO_MAP's).
+    # Mapped against read, round by round (LNETCAP_MAP=1's speed over the default's).
     python3 -c "
 import statistics
 q = lambda r, f: r[min(len(r) - 1, int(f * len(r)))]
-for name, m, rd in (('decode', [${w[decode]}], [${w[decodeR]}]), ('analyze (1)', [${w[analyze1]}], [${w[analyze1R]}])):
+for name, m, rd in (('decode', [${w[decodeM]}], [${w[decode]}]), ('analyze (1)', [${w[analyze1M]}], [${w[analyze1]}])):
     r = sorted(b / a for a, b in zip(m, rd))
     print('%-12s %-22s mapped against read: %.2fx (per round: %.2f-%.2f)' % ('$cap', 'lnetcap ' + name, statistics.median(r), q(r, 0.25), q(r, 0.75)))"
   fi

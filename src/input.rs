@@ -120,7 +120,8 @@ impl Observer for Stderr {
 
 /// Opens a capture (`-` is stdin); `None` when it cannot be opened (the error is printed).
 /// `parallel`: other threads will decode its packets (`analyze --threads N`, N > 1): the
-/// file is read, not mapped (README Speed, "Read against map").
+/// file is read, never mapped, even with `LNETCAP_MAP=1` (README Speed, "Read against
+/// map").
 pub(crate) fn open(path: &Path, parallel: bool) -> Option<CaptureReader> {
     let opened = if parallel { CaptureReader::open_unmapped(path) } else { CaptureReader::open(path) };
     match opened {

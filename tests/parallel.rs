@@ -88,10 +88,14 @@ fn mixed_notices(dir: &Path) -> PathBuf {
     cap
 }
 
-/// Runs analyze with `threads` into `dir`; returns every output, named, and stderr.
+/// Runs analyze with `threads` into `dir`; returns every output, named, and stderr. The
+/// one-thread run maps the whole-frame files (`LNETCAP_MAP=1`), which a parallel run
+/// always reads: the two ways of reading are held to one answer here too.
 fn run(capture: &Path, threads: u32, dir: &Path) -> (Vec<(String, Vec<u8>)>, String) {
     std::fs::create_dir_all(dir).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_lnetcap"))
+        .env("LNETCAP_MAP", if threads == 1 { "1" } else { "0" })
+        .env_remove("LNETCAP_NO_MAP")
         .arg("analyze")
         .arg(capture)
         .args(["--threads", &threads.to_string(), "--table-format", "csv", "--json"])

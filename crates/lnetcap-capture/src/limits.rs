@@ -32,9 +32,10 @@ pub const MAP_KEEP_BEHIND: usize = 8 * 1024 * 1024;
 /// Bytes released from a mapped file's front at a time (see [`MAP_KEEP_BEHIND`]).
 pub const MAP_RELEASE_STEP: usize = 4 * 1024 * 1024;
 
-/// Smallest snap length of a classic pcap file that is mapped rather than read: a capture
-/// of whole frames, most of whose bytes (bulk payload) the analysis never reads, so the
-/// kernel's copy into a read buffer is mostly waste. A header-only capture (tcpdump -s
+/// Smallest snap length of a classic pcap file that is mapped rather than read when the
+/// map is asked for (`LNETCAP_MAP=1`; files are read by default): a capture of whole
+/// frames, most of whose bytes (bulk payload) the analysis never reads, so the kernel's
+/// copy into a read buffer is mostly waste. A header-only capture (tcpdump -s
 /// 256) is read: its records are read nearly whole anyway, a reused read buffer stays in
 /// the cache and the TLB for the threads that share it, and mapped it ran no faster on
 /// one thread and 19 % slower on two (README Speed, "Read against map").

@@ -1,5 +1,13 @@
 //! Capture files read through a memory map, and a file that shrinks under its map.
 //!
+//! Asked for with `LNETCAP_MAP=1` (`CaptureReader::open_mapped`); files are read by
+//! default. The map's gain depends on how the file came into the page cache: a file
+//! read back from disk sits in large folios and ran 1.04-1.11x faster mapped; one
+//! tcpdump had just written in 4 KiB writes sits a small folio a page, each populated
+//! and unmapped on its own, and ran 0.73-0.79x as fast (README Speed, "Read against
+//! map"). A process cannot see which it has, so the default is the read, which loses
+//! least.
+//!
 //! A map hands the page cache's pages to the parser without the kernel's copy into a read
 //! buffer (benches/read-vs-map.c: 10 ms a GB of full payload against 150 ms read; perf:
 //! that copy was a third to a half of a full-payload run). Its hazard: when another

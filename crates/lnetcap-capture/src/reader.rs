@@ -272,17 +272,30 @@ fn io_err(what: &str, source: io::Error) -> CaptureError {
 }
 
 impl CaptureReader {
-    /// Opens a capture file, or standard input when `path` is `-`. A plain classic pcap
-    /// file of whole frames is mapped ([`MAP_MIN_SNAPLEN`]), unless `LNETCAP_NO_MAP` is
-    /// set; anything else is read.
+    /// Opens a capture file, or standard input when `path` is `-`, read with `read()`
+    /// through the bounded buffer. With `LNETCAP_MAP=1` in the environment (and no
+    /// `LNETCAP_NO_MAP`) a file [`open_mapped`](Self::open_mapped) maps is mapped instead.
+    ///
+    /// Read by default: what a map saves depends on how the file came into the page
+    /// cache, which a process cannot see. A full-payload file read back from disk (large
+    /// folios) ran 1.04-1.11x faster mapped, one that tcpdump had just written in 4 KiB
+    /// writes (a small folio a page, each mapped and unmapped on its own) 0.73-0.79x as
+    /// fast (README Speed, "Read against map").
     pub fn open(path: &Path) -> Result<Self, CaptureError> {
-        Self::open_as(path, std::env::var_os("LNETCAP_NO_MAP").is_none())
+        Self::open_as(path, map_asked(std::env::var_os("LNETCAP_MAP"), std::env::var_os("LNETCAP_NO_MAP")))
+    }
+
+    /// [`open`](Self::open), mapping a plain classic pcap file of whole frames
+    /// ([`MAP_MIN_SNAPLEN`]); anything else is read.
+    pub fn open_mapped(path: &Path) -> Result<Self, CaptureError> {
+        Self::open_as(path, true)
     }
 
     /// [`open`](Self::open), but a file is read with `read()` into a buffer, never
-    /// mapped: for a run whose packets other threads decode (a reused read buffer stays
-    /// in their caches and TLB, where every page of a map is new to them: README Speed,
-    /// "Read against map"), and for tests that hold the two ways to one answer.
+    /// mapped, whatever the environment says: for a run whose packets other threads
+    /// decode (a reused read buffer stays in their caches and TLB, where every page of a
+    /// map is new to them: README Speed, "Read against map"), and for tests that hold the
+    /// two ways to one answer.
     pub fn open_unmapped(path: &Path) -> Result<Self, CaptureError> {
         Self::open_as(path, false)
     }
@@ -957,6 +970,13 @@ impl CaptureReader {
     }
 }
 
+/// Whether the environment asks for whole-frame files to be mapped: `LNETCAP_MAP=1`,
+/// unless `LNETCAP_NO_MAP` is set too (any value: it read everything when the map was
+/// the default, and still does).
+fn map_asked(map: Option<std::ffi::OsString>, no_map: Option<std::ffi::OsString>) -> bool {
+    map.is_some_and(|v| v == "1") && no_map.is_none()
+}
+
 /// Whether a file is better mapped than read: a classic pcap file (not compressed, not
 /// pcapng) whose snap length is at least [`MAP_MIN_SNAPLEN`]. Read in place (the file's
 /// position does not move).
@@ -1423,14 +1443,32 @@ mod tests {
             runs in proptest::collection::vec(1usize..9, 1..4),
         ) {
             let f = TempFile::new("map", &random_pcap(be, nanos, &recs, tail));
-            let mapped = CaptureReader::open(&f.0).unwrap();
+            let mapped = CaptureReader::open_mapped(&f.0).unwrap();
             let is_mapped = matches!(mapped.storage, Storage::Mapped { .. });
             proptest::prop_assert!(is_mapped);
             let want = without_block_offsets(read_all(CaptureReader::open_unmapped(&f.0).unwrap(), &[]));
             proptest::prop_assert_eq!(without_block_offsets(read_all(mapped, &[])), want.clone());
-            let mapped = CaptureReader::open(&f.0).unwrap();
+            let mapped = CaptureReader::open_mapped(&f.0).unwrap();
             proptest::prop_assert_eq!(without_block_offsets(read_all(mapped, &runs)), want);
         }
+    }
+
+    /// `open` reads a whole-frame file that `open_mapped` maps, unless the environment
+    /// asks for the map (`LNETCAP_MAP=1` without `LNETCAP_NO_MAP`).
+    #[test]
+    fn whole_frame_files_are_read_unless_the_map_is_asked_for() {
+        let f = TempFile::new("readmap", &pcap(3, 1000));
+        let asked = map_asked(std::env::var_os("LNETCAP_MAP"), std::env::var_os("LNETCAP_NO_MAP"));
+        let r = CaptureReader::open(&f.0).unwrap();
+        assert_eq!(matches!(r.storage, Storage::Mapped { .. }), asked);
+        assert!(matches!(CaptureReader::open_mapped(&f.0).unwrap().storage, Storage::Mapped { .. }));
+        let os = |v: &str| Some(std::ffi::OsString::from(v));
+        assert!(map_asked(os("1"), None));
+        assert!(!map_asked(None, None));
+        assert!(!map_asked(os("0"), None));
+        assert!(!map_asked(os("yes"), None));
+        assert!(!map_asked(os("1"), os("1")));
+        assert!(!map_asked(None, os("")));
     }
 
     /// A mapped file's runs end within PREFETCH_AHEAD of their first record, whatever
@@ -1441,7 +1479,7 @@ mod tests {
     fn test_a_mapped_files_runs_end_within_the_bytes_asked_for_ahead() {
         let recs: Vec<(u16, i16, u32, u32)> = (0..200).map(|i| (1500, 0, 1, i)).collect();
         let f = TempFile::new("run", &random_pcap(false, false, &recs, 0));
-        let mut r = CaptureReader::open(&f.0).unwrap();
+        let mut r = CaptureReader::open_mapped(&f.0).unwrap();
         assert!(matches!(r.storage, Storage::Mapped { .. }));
         let (mut recs, mut runs, mut frames) = (Vec::new(), Vec::new(), Vec::new());
         loop {
@@ -1477,7 +1515,7 @@ mod tests {
     fn read_across_a_cut(cut: usize, runs: &[usize]) -> (Vec<u64>, String, bool) {
         let (n, len) = (6000u32, 1000usize);
         let f = TempFile::new("cut", &pcap(n, len));
-        let mut r = CaptureReader::open(&f.0).unwrap();
+        let mut r = CaptureReader::open_mapped(&f.0).unwrap();
         assert!(matches!(r.storage, Storage::Mapped { .. }));
         for i in 0..10 {
             assert_eq!(r.next_packet().unwrap().unwrap().data, &record_bytes(i, len)[..]);
