@@ -308,7 +308,19 @@ pub fn analyze_under_rss_probe(capture: &Path, json: &Path) -> (Value, PeakRss) 
 
 /// [`analyze_under_rss_probe`] with more options for `analyze` (`--threads 1`).
 pub fn analyze_under_rss_probe_with(capture: &Path, json: &Path, extra: &[&str]) -> (Value, PeakRss) {
+    analyze_under_rss_probe_env(capture, json, extra, &[])
+}
+
+/// [`analyze_under_rss_probe_with`] with variables set in `analyze`'s environment
+/// (`LNETCAP_MAP=1`).
+pub fn analyze_under_rss_probe_env(
+    capture: &Path,
+    json: &Path,
+    extra: &[&str],
+    vars: &[(&str, &str)],
+) -> (Value, PeakRss) {
     let out = std::process::Command::new("python3")
+        .envs(vars.iter().copied())
         .arg(root().join("tests/tools/peak_rss.py"))
         .arg(env!("CARGO_BIN_EXE_lnetcap"))
         .args(["analyze", "-q"])

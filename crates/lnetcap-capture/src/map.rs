@@ -4,7 +4,7 @@
 //! default. The map's gain depends on how the file came into the page cache: a file
 //! read back from disk sits in large folios and ran 1.04-1.11x faster mapped; one
 //! tcpdump had just written in 4 KiB writes sits a small folio a page, each populated
-//! and unmapped on its own, and ran 0.73-0.79x as fast (README Speed, "Read against
+//! and unmapped on its own, and ran 0.73-0.80x as fast (README Speed, "Read against
 //! map"). A process cannot see which it has, so the default is the read, which loses
 //! least.
 //!

@@ -279,7 +279,7 @@ impl CaptureReader {
     /// Read by default: what a map saves depends on how the file came into the page
     /// cache, which a process cannot see. A full-payload file read back from disk (large
     /// folios) ran 1.04-1.11x faster mapped, one that tcpdump had just written in 4 KiB
-    /// writes (a small folio a page, each mapped and unmapped on its own) 0.73-0.79x as
+    /// writes (a small folio a page, each mapped and unmapped on its own) 0.73-0.80x as
     /// fast (README Speed, "Read against map").
     pub fn open(path: &Path) -> Result<Self, CaptureError> {
         Self::open_as(path, map_asked(std::env::var_os("LNETCAP_MAP"), std::env::var_os("LNETCAP_NO_MAP")))
