@@ -81,7 +81,7 @@ full_rpcs=$(python3 -c "print(max(1, round($full_gb * 1e9 / 9.12e6)))")
 rm -f "$tmp"/*.truth
 
 # The captures' page cache. How a file came into the page cache decides how fast it is
-# read from there: on this VM (Linux 6.18, ext4) the header-only file took 11-12 ms to
+# read from there: on this VM (Linux 6.18, ext4) the header-only file took 11-14 ms to
 # read whole when synth had written it (large writes) or after it was read back from
 # disk (the kernel's readahead fills the cache in large folios), and 30-39 ms when it
 # had been written in 8 KiB writes (a small folio a write); tcpdump writes a capture
