@@ -54,7 +54,7 @@ fn analyze_bench_runs(name: &str, args: &[&str], runs: &[Run<'_>]) -> (f64, Vec<
     let json = d.join("report.json");
     let mut rss = Vec::new();
     for (analyze, vars) in runs {
-        let (report, peak) = common::analyze_under_rss_probe_env(&cap, &json, analyze, vars);
+        let (report, peak) = common::analyze_under_rss_probe_with(&cap, &json, analyze, vars);
         assert_eq!(report["files"][0]["frames"]["frames"], truth["packets"], "{name} {vars:?}: every frame read");
         assert!(report["files"][0]["complete"].as_bool().unwrap(), "{name} {vars:?}: read to its end");
         let (hwm, rusage) = (peak.proc_hwm_mib, peak.rusage_mib);

@@ -303,17 +303,12 @@ impl PeakRss {
 /// Runs `lnetcap analyze -q CAPTURE --json JSON` under the RSS probe; returns the report
 /// and the peak RSS. Panics (with stderr) when the run fails.
 pub fn analyze_under_rss_probe(capture: &Path, json: &Path) -> (Value, PeakRss) {
-    analyze_under_rss_probe_with(capture, json, &[])
+    analyze_under_rss_probe_with(capture, json, &[], &[])
 }
 
-/// [`analyze_under_rss_probe`] with more options for `analyze` (`--threads 1`).
-pub fn analyze_under_rss_probe_with(capture: &Path, json: &Path, extra: &[&str]) -> (Value, PeakRss) {
-    analyze_under_rss_probe_env(capture, json, extra, &[])
-}
-
-/// [`analyze_under_rss_probe_with`] with variables set in `analyze`'s environment
-/// (`LNETCAP_MAP=1`).
-pub fn analyze_under_rss_probe_env(
+/// [`analyze_under_rss_probe`] with more options for `analyze` (`--threads 1`) and
+/// variables set in its environment (`LNETCAP_MAP=1`).
+pub fn analyze_under_rss_probe_with(
     capture: &Path,
     json: &Path,
     extra: &[&str],
