@@ -10,7 +10,7 @@ use lnetcap_analysis::{Analysis, AnalysisConfig, ReadPoint, Report, Sink};
 use lnetcap_live::source::Until;
 use lnetcap_live::Stop;
 use lnetcap_lnet::message::Message;
-use lnetcap_lnet::record::MessageRecord;
+use lnetcap_lnet::record::{MessageRecord, NidTexts};
 use lnetcap_report::charts::{charts, png};
 use lnetcap_report::gate::{check, Gate};
 use lnetcap_report::html::write_html;
@@ -128,6 +128,8 @@ pub(crate) struct Outputs {
     staged: Staged,
     /// Several captures: each RPC line names its file.
     multi: bool,
+    /// The text of the messages table's NIDs.
+    nids: NidTexts,
 }
 
 impl Sink for Outputs {
@@ -138,7 +140,7 @@ impl Sink for Outputs {
     fn message(&mut self, file: &str, m: &Message, conn: Option<&Connection>) -> Result<()> {
         if let Some(t) = self.tables.as_mut() {
             let tcp = conn.map(|c| c.tuple(m.dir)).unwrap_or_default();
-            t.message(file, &MessageRecord::from_message(m, tcp))?;
+            t.message(file, &MessageRecord::from_message_cached(m, tcp, &mut self.nids))?;
         }
         Ok(())
     }
@@ -233,7 +235,7 @@ impl Outputs {
             }
             None => None,
         };
-        Ok(Some(Self { lines, tables, staged, multi }))
+        Ok(Some(Self { lines, tables, staged, multi, nids: NidTexts::default() }))
     }
 }
 

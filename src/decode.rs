@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 use lnetcap_analysis::decode_source;
 use lnetcap_analysis::defaults::ACCEPTOR_PORT;
 use lnetcap_lnet::pipeline::{DecodeConfig, DecodeSummary, Pipeline};
-use lnetcap_lnet::record::{MessageRecord, SCHEMA_VERSION};
+use lnetcap_lnet::record::{MessageRecord, NidTexts, SCHEMA_VERSION};
 use lnetcap_lnet::LnetEvent;
 use lnetcap_tcp::{ConnId, Dir};
 
@@ -72,10 +72,10 @@ pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {
             code = exit::INPUT;
             continue;
         };
-        let mut tuples = Tuples::default();
+        let mut texts = (Tuples::default(), NidTexts::default());
         let mut line = Vec::with_capacity(1024);
         let run = decode_source(&name, &mut reader, cfg, &mut obs, |pipe, events| {
-            write_events(&mut out, pipe, events, a.format, file, &mut tuples, &mut line)
+            write_events(&mut out, pipe, events, a.format, file, &mut texts, &mut line)
         })?;
         if !run.complete {
             code = exit::INPUT;
@@ -125,21 +125,21 @@ fn write_events(
     events: &mut Vec<LnetEvent>,
     format: Format,
     file: Option<&str>,
-    tuples: &mut Tuples,
+    (tuples, nids): &mut (Tuples, NidTexts),
     line: &mut Vec<u8>,
 ) -> Result<()> {
     for ev in events.drain(..) {
         let LnetEvent::Message(m) = ev else { continue };
         let tcp = tuples.get(pipe, m.conn, m.dir);
-        let mut rec = MessageRecord::from_message(&m, tcp);
+        let mut rec = MessageRecord::from_message_cached(&m, tcp, nids);
         rec.file = file.map(str::to_string);
         match format {
             Format::Text => writeln!(out, "{}", rec.text_line())?,
             Format::Jsonl => {
-                // Into a line of its own, then written whole: serde_json's many small
-                // writes cost less into a vector than through the buffered stdout.
+                // Into a line of its own, then written whole (serde_json's bytes, written
+                // without its dispatch per field: record/json.rs).
                 line.clear();
-                serde_json::to_writer(&mut *line, &rec)?;
+                rec.write_json(line);
                 line.push(b'\n');
                 out.write_all(line)?;
             }

@@ -8,8 +8,11 @@ use serde::Serialize;
 
 use crate::message::{App, Body, Message};
 use crate::names::{opc_name, portal_name};
+use crate::nid::Nid;
 use crate::wire::consts::{LNET_GET, LNET_PUT};
 use crate::wire::{conn_type, srpc, LnetDetail, Wmd};
+
+mod json;
 
 /// Schema version of [`MessageRecord`]; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -36,6 +39,10 @@ impl HexText {
             *b = b"0123456789abcdef"[((v >> (4 * (digits - 1 - i))) & 0xf) as usize];
         }
         Self { buf, len: (2 + digits) as u8 }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)]
     }
 
     fn as_str(&self) -> &str {
@@ -72,8 +79,16 @@ impl Serialize for Hex32 {
     }
 }
 
+/// `0x{interface:x}:0x{object:x}`, without the formatting machinery.
 fn wmd(w: &Wmd) -> Option<String> {
-    (!w.is_unknown()).then(|| format!("0x{:x}:0x{:x}", w.interface, w.object))
+    (!w.is_unknown()).then(|| {
+        let (a, b) = (HexText::new(w.interface, 1), HexText::new(w.object, 1));
+        let mut s = String::with_capacity(usize::from(a.len) + 1 + usize::from(b.len));
+        s.push_str(a.as_str());
+        s.push(':');
+        s.push_str(b.as_str());
+        s
+    })
 }
 
 /// One message as a flat record. Keys absent from a message are omitted.
@@ -232,9 +247,52 @@ pub struct MessageRecord {
     pub ping_nids: Option<Vec<String>>,
 }
 
+/// The text of recently written NIDs: a message names two, and a capture a handful of
+/// peers, so most NIDs are formatted once instead of twice a message. Direct-mapped,
+/// `NidTexts::SLOTS` entries: bounded whatever the capture.
+pub struct NidTexts {
+    slots: Vec<Option<(Nid, String)>>,
+}
+
+impl Default for NidTexts {
+    fn default() -> Self {
+        Self { slots: vec![None; Self::SLOTS] }
+    }
+}
+
+impl NidTexts {
+    /// Entries kept.
+    pub const SLOTS: usize = 64;
+
+    /// The NID's text (`Nid`'s `Display`).
+    pub fn text(&mut self, n: Nid) -> String {
+        let a = u32::from_ne_bytes([n.addr[0], n.addr[1], n.addr[2], n.addr[3]]);
+        let b = u32::from_ne_bytes([n.addr[12], n.addr[13], n.addr[14], n.addr[15]]);
+        let h = (a ^ b.rotate_left(7) ^ (u32::from(n.num) << 8) ^ u32::from(n.lnd)).wrapping_mul(0x9e37_79b1);
+        let slot = &mut self.slots[(h >> 26) as usize % Self::SLOTS];
+        match slot {
+            Some((k, t)) if *k == n => t.clone(),
+            _ => {
+                let t = n.to_string();
+                *slot = Some((n, t.clone()));
+                t
+            }
+        }
+    }
+}
+
 impl MessageRecord {
     /// Flattens a message; `tcp` is the sending direction's tuple.
     pub fn from_message(m: &Message, tcp: String) -> Self {
+        Self::build(m, tcp, &mut |n| n.to_string())
+    }
+
+    /// [`MessageRecord::from_message`], with the NIDs' text from (and into) `nids`.
+    pub fn from_message_cached(m: &Message, tcp: String, nids: &mut NidTexts) -> Self {
+        Self::build(m, tcp, &mut |n| nids.text(n))
+    }
+
+    fn build(m: &Message, tcp: String, nid: &mut impl FnMut(Nid) -> String) -> Self {
         let mut r = Self {
             schema_version: SCHEMA_VERSION,
             frame: m.first.frame,
@@ -256,13 +314,13 @@ impl MessageRecord {
         match &m.body {
             Body::Connreq(c) => {
                 r.connreq_version = Some(c.version);
-                r.dst_nid = Some(c.target_nid.to_string());
+                r.dst_nid = Some(nid(c.target_nid));
             }
             Body::Hello(h) => {
                 r.hello_version = Some(h.version);
                 r.conn_type = Some(conn_type::name(h.conn_type));
-                r.src_nid = Some(h.src_nid.to_string());
-                r.dst_nid = h.dst_nid.map(|n| n.to_string());
+                r.src_nid = Some(nid(h.src_nid));
+                r.dst_nid = h.dst_nid.map(&mut *nid);
                 r.src_pid = Some(h.src_pid);
                 r.dst_pid = Some(h.dst_pid);
                 r.incarnation = Some(Hex(h.src_incarnation));
@@ -278,8 +336,8 @@ impl MessageRecord {
                     r.zc_req_cookie = nz(k.zc_req_cookie);
                     r.zc_ack_cookie = nz(k.zc_ack_cookie);
                 }
-                r.src_nid = Some(hdr.src_nid.to_string());
-                r.dst_nid = Some(hdr.dest_nid.to_string());
+                r.src_nid = Some(nid(hdr.src_nid));
+                r.dst_nid = Some(nid(hdr.dest_nid));
                 r.src_pid = Some(hdr.src_pid);
                 r.dst_pid = Some(hdr.dest_pid);
                 r.payload_length = Some(hdr.payload_length);
@@ -341,7 +399,7 @@ impl MessageRecord {
                         r.brw_len = s.brw_len;
                         r.srpc_status = s.status;
                     }
-                    App::Ping(p) => r.ping_nids = Some(p.nids.iter().map(ToString::to_string).collect()),
+                    App::Ping(p) => r.ping_nids = Some(p.nids.iter().map(|n| nid(*n)).collect()),
                     App::None => {}
                 }
             }
@@ -449,6 +507,32 @@ mod tests {
             prop_assert_eq!(Hex(v).to_string(), format!("0x{v:x}"));
             prop_assert_eq!(serde_json::to_string(&Hex(v)).unwrap(), format!("\"0x{v:x}\""));
             prop_assert_eq!(Hex32(w).to_string(), format!("0x{w:08x}"));
+        }
+
+        #[test]
+        fn test_wmd_text_is_std_format(i in any::<u64>(), o in any::<u64>(), shift in 0u32..64) {
+            let w = Wmd { interface: i >> shift, object: o };
+            let want = (!w.is_unknown()).then(|| format!("0x{:x}:0x{:x}", w.interface, w.object));
+            prop_assert_eq!(wmd(&w), want);
+        }
+
+        /// The cache gives every NID its own text, whatever collides in its slots: a
+        /// few hundred NIDs through 64 slots, each asked for again and again.
+        #[test]
+        fn test_nid_texts_are_display(
+            picks in proptest::collection::vec((0u8..4, any::<u16>(), 0u16..3), 1..400),
+            lnd in proptest::sample::select(vec![2u8, 5, 9, 255]),
+        ) {
+            let mut cache = NidTexts::default();
+            for (hi, lo, num) in picks {
+                let ip = std::net::Ipv4Addr::from(u32::from(hi) << 24 | u32::from(lo));
+                let n = Nid::ipv4(ip, lnd, num);
+                prop_assert_eq!(cache.text(n), n.to_string());
+                let other = Nid::from_u64(u64::from(lo) << 32 | u64::from(hi));
+                prop_assert_eq!(cache.text(other), other.to_string());
+                let v6 = Nid::ipv6(std::net::Ipv6Addr::from(u128::from(lo) << 64 | u128::from(hi)), lnd, num);
+                prop_assert_eq!(cache.text(v6), v6.to_string());
+            }
         }
     }
 }
