@@ -72,10 +72,9 @@ pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {
             code = exit::INPUT;
             continue;
         };
-        let mut texts = (Tuples::default(), NidTexts::default());
-        let mut line = Vec::with_capacity(1024);
+        let mut scratch = Scratch::default();
         let run = decode_source(&name, &mut reader, cfg, &mut obs, |pipe, events| {
-            write_events(&mut out, pipe, events, a.format, file, &mut texts, &mut line)
+            write_events(&mut out, pipe, events, a.format, file, &mut scratch)
         })?;
         if !run.complete {
             code = exit::INPUT;
@@ -119,29 +118,44 @@ impl Tuples {
     }
 }
 
+/// What writing the records reuses from message to message: the texts of tuples and NIDs,
+/// and the line being written.
+#[derive(Default)]
+struct Scratch {
+    tuples: Tuples,
+    nids: NidTexts,
+    json: Vec<u8>,
+    text: String,
+}
+
 fn write_events(
     out: &mut impl Write,
     pipe: &Pipeline,
     events: &mut Vec<LnetEvent>,
     format: Format,
     file: Option<&str>,
-    (tuples, nids): &mut (Tuples, NidTexts),
-    line: &mut Vec<u8>,
+    sc: &mut Scratch,
 ) -> Result<()> {
     for ev in events.drain(..) {
         let LnetEvent::Message(m) = ev else { continue };
-        let tcp = tuples.get(pipe, m.conn, m.dir);
-        let mut rec = MessageRecord::from_message_cached(&m, tcp, nids);
+        let tcp = sc.tuples.get(pipe, m.conn, m.dir);
+        let mut rec = MessageRecord::from_message_cached(&m, tcp, &mut sc.nids);
         rec.file = file.map(str::to_string);
+        // Into a line of its own, then written whole: the record writers' many small
+        // appends cost less into a vector than through the buffered stdout.
         match format {
-            Format::Text => writeln!(out, "{}", rec.text_line())?,
+            Format::Text => {
+                sc.text.clear();
+                rec.write_text(&mut sc.text);
+                sc.text.push('\n');
+                out.write_all(sc.text.as_bytes())?;
+            }
             Format::Jsonl => {
-                // Into a line of its own, then written whole (serde_json's bytes, written
-                // without its dispatch per field: record/json.rs).
-                line.clear();
-                rec.write_json(line);
-                line.push(b'\n');
-                out.write_all(line)?;
+                // serde_json's bytes, without its dispatch per field (record/json.rs).
+                sc.json.clear();
+                rec.write_json(&mut sc.json);
+                sc.json.push(b'\n');
+                out.write_all(&sc.json)?;
             }
         }
     }

@@ -209,9 +209,8 @@ impl MessageRecord {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Hex, Hex32};
+    use super::super::tests::{arb_record, full_record};
     use super::*;
-    use proptest::option::of;
     use proptest::prelude::*;
 
     fn serde_bytes(r: &MessageRecord) -> Vec<u8> {
@@ -222,68 +221,6 @@ mod tests {
         let mut v = Vec::new();
         r.write_json(&mut v);
         v
-    }
-
-    /// Every field set, and the names a record can hold: a field added to the record
-    /// without a line here fails to compile (no `..Default`), one added here but not to
-    /// the writer fails the comparison.
-    fn full(s: &str, n: u64) -> MessageRecord {
-        MessageRecord {
-            schema_version: 1,
-            file: Some(format!("{s}.pcap")),
-            frame: n,
-            frame_last: n + 1,
-            ts_ns: -(n as i64),
-            ts_last_ns: i64::MAX,
-            conn: u32::MAX,
-            tcp: s.to_string(),
-            kind: "PUT",
-            proto: Some(3),
-            stream_offset: u64::MAX,
-            wire_len: n,
-            header_complete: false,
-            payload_captured: 7,
-            inferred: true,
-            src_nid: Some(s.to_string()),
-            dst_nid: Some("10.0.0.1@o2ib3".into()),
-            src_pid: Some(12345),
-            dst_pid: Some(0),
-            connreq_version: Some(1),
-            hello_version: Some(3),
-            conn_type: Some("BULK_IN"),
-            incarnation: Some(Hex(n)),
-            csum: Some(Hex32(n as u32)),
-            zc_req_cookie: Some(Hex(u64::MAX)),
-            zc_ack_cookie: Some(Hex(0)),
-            payload_length: Some(4096),
-            portal: Some(4),
-            portal_name: Some("OST_IO_PORTAL"),
-            match_bits: Some(Hex(n ^ 0xdead)),
-            match_bits_low32: Some(Hex(0xbeef)),
-            hdr_data: Some(Hex(1)),
-            put_offset: Some(0),
-            ack_wmd: Some("0x1:0x2".into()),
-            return_wmd: Some(s.to_string()),
-            dst_wmd: Some("0x0:0x0".into()),
-            sink_length: Some(1 << 20),
-            src_offset: Some(17),
-            mlength: Some(u32::MAX),
-            ptlrpc: Some("request"),
-            opc: Some(4),
-            opc_name: Some("OST_WRITE"),
-            status: Some(-2),
-            service_time: Some(9),
-            pb_mbits: Some(Hex(n << 3)),
-            jobid: Some(s.to_string()),
-            early_reply: Some(false),
-            srpc_type: Some("BRW_REQST"),
-            rpyid: Some(Hex(5)),
-            bulkid: Some(Hex(6)),
-            brw_rw: Some("write"),
-            brw_len: Some(65536),
-            srpc_status: Some(0),
-            ping_nids: Some(vec![s.to_string(), "0@lo".into(), String::new()]),
-        }
     }
 
     /// The word-at-a-time test against the byte one: every byte value at every place of
@@ -307,41 +244,17 @@ mod tests {
 
     #[test]
     fn test_json_matches_serde_on_full_and_empty_records() {
-        for r in [full("10.0.1.1:1023->10.0.2.1:988", 42), MessageRecord::default()] {
+        for r in [full_record("10.0.1.1:1023->10.0.2.1:988", 42), MessageRecord::default()] {
             assert_eq!(String::from_utf8(ours(&r)).unwrap(), String::from_utf8(serde_bytes(&r)).unwrap());
         }
         // Strings that need escaping take serde_json's path.
-        let r = full("job\"id\\\n\u{1}\u{7f}é\t\u{2028}", 0);
+        let r = full_record("job\"id\\\n\u{1}\u{7f}é\t\u{2028}", 0);
         assert_eq!(String::from_utf8(ours(&r)).unwrap(), String::from_utf8(serde_bytes(&r)).unwrap());
     }
 
     proptest! {
         #[test]
-        fn test_json_matches_serde(
-            s in ".{0,24}",
-            n in any::<u64>(),
-            nids in of(proptest::collection::vec(".{0,8}", 0..4)),
-            jobid in of(".{0,12}"),
-            file in of("[a-z/\"]{0,6}"),
-            flags in any::<[bool; 4]>(),
-            opc in of(any::<u32>()),
-            status in of(any::<i32>()),
-            early in of(any::<bool>()),
-        ) {
-            let mut r = if flags[0] { full(&s, n) } else { MessageRecord::default() };
-            r.ping_nids = nids;
-            r.jobid = jobid;
-            r.file = file;
-            r.inferred = flags[1];
-            r.header_complete = flags[2];
-            r.opc = opc;
-            r.status = status;
-            r.early_reply = early;
-            if flags[3] {
-                r.tcp = s.clone();
-                r.src_nid = None;
-                r.match_bits = None;
-            }
+        fn test_json_matches_serde(r in arb_record()) {
             prop_assert_eq!(ours(&r), serde_bytes(&r));
         }
     }
