@@ -140,7 +140,7 @@ impl Sink for Outputs {
     fn message(&mut self, file: &str, m: &Message, conn: Option<&Connection>) -> Result<()> {
         if let Some(t) = self.tables.as_mut() {
             let tcp = conn.map(|c| c.tuple(m.dir)).unwrap_or_default();
-            t.message(file, &MessageRecord::from_message_cached(m, tcp, &mut self.nids))?;
+            t.message(file, &MessageRecord::from_message_cached(m, tcp.into(), &mut self.nids))?;
         }
         Ok(())
     }

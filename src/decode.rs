@@ -2,6 +2,7 @@
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
@@ -91,7 +92,7 @@ pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {
 /// messages: a few hundred entries by connection number (a message's tuple was formatted
 /// anew for every line). A connection's number and ends never change within a capture.
 struct Tuples {
-    slots: Vec<Option<(u32, Dir, String)>>,
+    slots: Vec<Option<(u32, Dir, Arc<str>)>>,
 }
 
 impl Default for Tuples {
@@ -103,14 +104,14 @@ impl Default for Tuples {
 impl Tuples {
     const SLOTS: usize = 256;
 
-    fn get(&mut self, pipe: &Pipeline, conn: ConnId, dir: Dir) -> String {
+    fn get(&mut self, pipe: &Pipeline, conn: ConnId, dir: Dir) -> Arc<str> {
         // A folded connection has no tuple any more (as without the cache).
-        let Some(c) = pipe.connection(conn) else { return String::new() };
+        let Some(c) = pipe.connection(conn) else { return Arc::default() };
         let slot = &mut self.slots[(conn.0 as usize * 2 + dir.index()) % Self::SLOTS];
         match slot {
             Some((id, d, t)) if *id == conn.0 && *d == dir => t.clone(),
             _ => {
-                let t = c.tuple(dir);
+                let t: Arc<str> = c.tuple(dir).into();
                 *slot = Some((conn.0, dir, t.clone()));
                 t
             }

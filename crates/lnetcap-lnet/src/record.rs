@@ -4,6 +4,8 @@
 //! 64-bit identifiers (match bits, cookies, XIDs, wire handles, incarnations) are hex
 //! strings: JSON numbers lose bits past 2^53.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use crate::message::{App, Body, Message};
@@ -111,7 +113,7 @@ pub struct MessageRecord {
     /// Connection id (order of first packet in the capture).
     pub conn: u32,
     /// `srcip:port->dstip:port` of the sending direction.
-    pub tcp: String,
+    pub tcp: Arc<str>,
     /// CONNREQ, HELLO, NOOP, PUT, GET, REPLY, ACK.
     pub kind: &'static str,
     /// socklnd version framing the message (absent for CONNREQ/HELLO).
@@ -131,10 +133,10 @@ pub struct MessageRecord {
     pub inferred: bool,
     /// Source NID (HELLO: sender; LNet: originator).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub src_nid: Option<String>,
+    pub src_nid: Option<Arc<str>>,
     /// Destination NID (CONNREQ: target; HELLO: what the sender believes the peer is).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub dst_nid: Option<String>,
+    pub dst_nid: Option<Arc<str>>,
     /// Source pid.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub src_pid: Option<u32>,
@@ -249,10 +251,11 @@ pub struct MessageRecord {
 }
 
 /// The text of recently written NIDs: a message names two, and a capture a handful of
-/// peers, so most NIDs are formatted once instead of twice a message. Direct-mapped,
-/// `NidTexts::SLOTS` entries: bounded whatever the capture.
+/// peers, so most NIDs are formatted once instead of twice a message, and shared rather
+/// than copied into each record. Direct-mapped, `NidTexts::SLOTS` entries: bounded
+/// whatever the capture.
 pub struct NidTexts {
-    slots: Vec<Option<(Nid, String)>>,
+    slots: Vec<Option<(Nid, Arc<str>)>>,
 }
 
 impl Default for NidTexts {
@@ -266,7 +269,7 @@ impl NidTexts {
     pub const SLOTS: usize = 64;
 
     /// The NID's text (`Nid`'s `Display`).
-    pub fn text(&mut self, n: Nid) -> String {
+    pub fn text(&mut self, n: Nid) -> Arc<str> {
         let a = u32::from_ne_bytes([n.addr[0], n.addr[1], n.addr[2], n.addr[3]]);
         let b = u32::from_ne_bytes([n.addr[12], n.addr[13], n.addr[14], n.addr[15]]);
         let h = (a ^ b.rotate_left(7) ^ (u32::from(n.num) << 8) ^ u32::from(n.lnd)).wrapping_mul(0x9e37_79b1);
@@ -274,7 +277,7 @@ impl NidTexts {
         match slot {
             Some((k, t)) if *k == n => t.clone(),
             _ => {
-                let t = n.to_string();
+                let t: Arc<str> = n.to_string().into();
                 *slot = Some((n, t.clone()));
                 t
             }
@@ -284,16 +287,16 @@ impl NidTexts {
 
 impl MessageRecord {
     /// Flattens a message; `tcp` is the sending direction's tuple.
-    pub fn from_message(m: &Message, tcp: String) -> Self {
-        Self::build(m, tcp, &mut |n| n.to_string())
+    pub fn from_message(m: &Message, tcp: impl Into<Arc<str>>) -> Self {
+        Self::build(m, tcp.into(), &mut |n| n.to_string().into())
     }
 
     /// [`MessageRecord::from_message`], with the NIDs' text from (and into) `nids`.
-    pub fn from_message_cached(m: &Message, tcp: String, nids: &mut NidTexts) -> Self {
+    pub fn from_message_cached(m: &Message, tcp: Arc<str>, nids: &mut NidTexts) -> Self {
         Self::build(m, tcp, &mut |n| nids.text(n))
     }
 
-    fn build(m: &Message, tcp: String, nid: &mut impl FnMut(Nid) -> String) -> Self {
+    fn build(m: &Message, tcp: Arc<str>, nid: &mut impl FnMut(Nid) -> Arc<str>) -> Self {
         let mut r = Self {
             schema_version: SCHEMA_VERSION,
             frame: m.first.frame,
@@ -400,7 +403,7 @@ impl MessageRecord {
                         r.brw_len = s.brw_len;
                         r.srpc_status = s.status;
                     }
-                    App::Ping(p) => r.ping_nids = Some(p.nids.iter().map(|n| nid(*n)).collect()),
+                    App::Ping(p) => r.ping_nids = Some(p.nids.iter().map(|n| nid(*n).to_string()).collect()),
                     App::None => {}
                 }
             }
@@ -438,7 +441,7 @@ mod tests {
                     r.match_bits = None;
                 }
                 if flags[4] {
-                    r.tcp = s;
+                    r.tcp = s.into();
                     r.src_nid = None;
                 }
                 if flags[5] {
@@ -459,7 +462,7 @@ mod tests {
             ts_ns: -(n as i64),
             ts_last_ns: i64::MAX,
             conn: u32::MAX,
-            tcp: s.to_string(),
+            tcp: s.into(),
             kind: "PUT",
             proto: Some(3),
             stream_offset: u64::MAX,
@@ -467,7 +470,7 @@ mod tests {
             header_complete: false,
             payload_captured: 7,
             inferred: true,
-            src_nid: Some(s.to_string()),
+            src_nid: Some(s.into()),
             dst_nid: Some("10.0.0.1@o2ib3".into()),
             src_pid: Some(12345),
             dst_pid: Some(0),
@@ -545,11 +548,11 @@ mod tests {
             for (hi, lo, num) in picks {
                 let ip = std::net::Ipv4Addr::from(u32::from(hi) << 24 | u32::from(lo));
                 let n = Nid::ipv4(ip, lnd, num);
-                prop_assert_eq!(cache.text(n), n.to_string());
+                prop_assert_eq!(&*cache.text(n), n.to_string());
                 let other = Nid::from_u64(u64::from(lo) << 32 | u64::from(hi));
-                prop_assert_eq!(cache.text(other), other.to_string());
+                prop_assert_eq!(&*cache.text(other), other.to_string());
                 let v6 = Nid::ipv6(std::net::Ipv6Addr::from(u128::from(lo) << 64 | u128::from(hi)), lnd, num);
-                prop_assert_eq!(cache.text(v6), v6.to_string());
+                prop_assert_eq!(&*cache.text(v6), v6.to_string());
             }
         }
     }

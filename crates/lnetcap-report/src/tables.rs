@@ -146,6 +146,11 @@ impl From<&String> for Cell {
         Self::S(v.clone())
     }
 }
+impl From<&std::sync::Arc<str>> for Cell {
+    fn from(v: &std::sync::Arc<str>) -> Self {
+        Self::S(v.to_string())
+    }
+}
 impl<T: Into<Cell>> From<Option<T>> for Cell {
     fn from(v: Option<T>) -> Self {
         v.map_or(Self::Null, Into::into)
