@@ -130,6 +130,8 @@ pub(crate) struct Outputs {
     multi: bool,
     /// The text of the messages table's NIDs.
     nids: NidTexts,
+    /// The `--rpcs` line being written.
+    line: Vec<u8>,
 }
 
 impl Sink for Outputs {
@@ -151,8 +153,12 @@ impl Sink for Outputs {
         }
         if let Some(w) = self.lines.as_mut() {
             r.file = self.multi.then(|| file.to_string());
-            serde_json::to_writer(&mut *w, &*r)?;
-            w.write_all(b"\n")?;
+            // Into a line of its own, then written whole: serde_json's many small writes
+            // through the boxed writer cost more than the record's serialisation itself.
+            self.line.clear();
+            serde_json::to_writer(&mut self.line, &*r)?;
+            self.line.push(b'\n');
+            w.write_all(&self.line)?;
         }
         Ok(())
     }
@@ -235,7 +241,7 @@ impl Outputs {
             }
             None => None,
         };
-        Ok(Some(Self { lines, tables, staged, multi, nids: NidTexts::default() }))
+        Ok(Some(Self { lines, tables, staged, multi, nids: NidTexts::default(), line: Vec::with_capacity(1024) }))
     }
 }
 
