@@ -153,10 +153,10 @@ impl Sink for Outputs {
         }
         if let Some(w) = self.lines.as_mut() {
             r.file = self.multi.then(|| file.to_string());
-            // Into a line of its own, then written whole: serde_json's many small writes
-            // through the boxed writer cost more than the record's serialisation itself.
+            // Into a line of its own, then written whole (serde_json's bytes, without its
+            // dispatch per field: lnetcap-rpc's report/json.rs).
             self.line.clear();
-            serde_json::to_writer(&mut self.line, &*r)?;
+            r.write_json(&mut self.line);
             self.line.push(b'\n');
             w.write_all(&self.line)?;
         }

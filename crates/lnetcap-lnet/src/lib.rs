@@ -6,10 +6,12 @@
 //! - [`nid`]: NIDs, printed the way Lustre prints them.
 //! - [`framer`]: one direction's message framing, resynchronisation after lost headers.
 //! - [`pipeline`]: packets → TCP streams → messages, with frame and byte accounting.
+//! - [`record`]: a message as a flat record; [`jsonw`]: records written as JSON lines.
 //!
 //! Nothing here reads files, clocks or the environment; times are capture timestamps.
 
 pub mod framer;
+pub mod jsonw;
 pub mod limits;
 pub mod message;
 pub mod names;

@@ -28,13 +28,13 @@ pub struct Hex(pub u64);
 /// `0x` and the hex digits of a value, at least `min` (≤ 16) of them: the text of
 /// `format!("0x{v:0min$x}")` without the formatting machinery, which cost a few hundred
 /// instructions an identifier (several in every message `decode` writes).
-struct HexText {
+pub(crate) struct HexText {
     buf: [u8; 18],
     len: u8,
 }
 
 impl HexText {
-    fn new(v: u64, min: usize) -> Self {
+    pub(crate) fn new(v: u64, min: usize) -> Self {
         let digits = (16 - (v.leading_zeros() / 4) as usize).max(min.min(16)).max(1);
         let mut buf = [0u8; 18];
         buf[..2].copy_from_slice(b"0x");
@@ -44,7 +44,7 @@ impl HexText {
         Self { buf, len: (2 + digits) as u8 }
     }
 
-    fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.buf[..usize::from(self.len)]
     }
 

@@ -7,6 +7,8 @@ use serde::Serialize;
 
 use crate::stats::{LinearHist, Log2Hist};
 
+mod json;
+
 /// Phases of one RPC as seen at the capture point, µs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Phases {
