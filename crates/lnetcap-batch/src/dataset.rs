@@ -55,8 +55,8 @@ pub static INPUTS: Table<InputRecord> = Table {
     ],
 };
 
-fn opt(s: Option<String>) -> Cell {
-    s.map_or(Cell::Null, Cell::S)
+fn opt(s: Option<String>) -> Cell<'static> {
+    s.map_or(Cell::Null, |s| Cell::S(s.into()))
 }
 
 /// Writes the `inputs` table and index.html of `dir` from its manifest.

@@ -6,6 +6,7 @@
 //! and the function that reads it from the report model: the schema, the rows and
 //! docs/tables.md come from the same list (a test keeps the docs equal to it).
 
+use std::borrow::Cow;
 use std::io::Write;
 
 use lnetcap_lnet::record::{Hex, Hex32, MessageRecord};
@@ -14,7 +15,8 @@ use lnetcap_rpc::{RpcRecord, Side};
 use polars::io::csv::write::BatchedWriter as CsvBatchedWriter;
 use polars::io::parquet::write::BatchedWriter as ParquetBatchedWriter;
 use polars::prelude::{
-    Column, CsvWriter, DataFrame, DataType, Field, NamedFrom, ParquetWriter, PolarsError, Schema, SerWriter, Series,
+    Column, CsvWriter, DataFrame, DataType, Field, IntoSeries, NamedFrom, ParquetWriter, PolarsError, Schema,
+    SerWriter, Series, StringChunkedBuilder,
 };
 
 use lnetcap_analysis::report::{ConnectionEntry, DirectionEntry, DirectionInterval, IntervalModel, PeerEntry, Report};
@@ -79,9 +81,10 @@ impl Ty {
     }
 }
 
-/// One value.
+/// One value. Text borrows from the row it was read from where it can: a table of
+/// messages reads a dozen strings a row, and a copy of each was most of the table's cost.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Cell {
+pub enum Cell<'a> {
     /// Unknown or not applicable.
     Null,
     /// Signed integer.
@@ -91,78 +94,78 @@ pub enum Cell {
     /// Float.
     F(f64),
     /// Text.
-    S(String),
+    S(Cow<'a, str>),
     /// Boolean.
     B(bool),
 }
 
-impl From<i64> for Cell {
+impl From<i64> for Cell<'_> {
     fn from(v: i64) -> Self {
         Self::I(v)
     }
 }
-impl From<u64> for Cell {
+impl From<u64> for Cell<'_> {
     fn from(v: u64) -> Self {
         Self::U(v)
     }
 }
-impl From<u32> for Cell {
+impl From<u32> for Cell<'_> {
     fn from(v: u32) -> Self {
         Self::U(u64::from(v))
     }
 }
-impl From<i32> for Cell {
+impl From<i32> for Cell<'_> {
     fn from(v: i32) -> Self {
         Self::I(i64::from(v))
     }
 }
-impl From<u8> for Cell {
+impl From<u8> for Cell<'_> {
     fn from(v: u8) -> Self {
         Self::U(u64::from(v))
     }
 }
-impl From<f64> for Cell {
+impl From<f64> for Cell<'_> {
     fn from(v: f64) -> Self {
         Self::F(v)
     }
 }
-impl From<bool> for Cell {
+impl From<bool> for Cell<'_> {
     fn from(v: bool) -> Self {
         Self::B(v)
     }
 }
-impl From<&str> for Cell {
-    fn from(v: &str) -> Self {
-        Self::S(v.to_string())
+impl<'a> From<&'a str> for Cell<'a> {
+    fn from(v: &'a str) -> Self {
+        Self::S(Cow::Borrowed(v))
     }
 }
-impl From<String> for Cell {
+impl From<String> for Cell<'_> {
     fn from(v: String) -> Self {
-        Self::S(v)
+        Self::S(Cow::Owned(v))
     }
 }
-impl From<&String> for Cell {
-    fn from(v: &String) -> Self {
-        Self::S(v.clone())
+impl<'a> From<&'a String> for Cell<'a> {
+    fn from(v: &'a String) -> Self {
+        Self::S(Cow::Borrowed(v))
     }
 }
-impl From<&std::sync::Arc<str>> for Cell {
-    fn from(v: &std::sync::Arc<str>) -> Self {
-        Self::S(v.to_string())
+impl<'a> From<&'a std::sync::Arc<str>> for Cell<'a> {
+    fn from(v: &'a std::sync::Arc<str>) -> Self {
+        Self::S(Cow::Borrowed(v))
     }
 }
-impl<T: Into<Cell>> From<Option<T>> for Cell {
+impl<'a, T: Into<Cell<'a>>> From<Option<T>> for Cell<'a> {
     fn from(v: Option<T>) -> Self {
         v.map_or(Self::Null, Into::into)
     }
 }
 
-impl From<Hex> for Cell {
+impl From<Hex> for Cell<'_> {
     fn from(v: Hex) -> Self {
         Self::U(v.0)
     }
 }
-impl From<Hex32> for Cell {
+impl From<Hex32> for Cell<'_> {
     fn from(v: Hex32) -> Self {
         Self::U(u64::from(v.0))
     }
@@ -177,7 +180,7 @@ pub struct Col<T: ?Sized> {
     /// What it holds.
     pub doc: &'static str,
     /// Reads the value.
-    pub get: fn(&T) -> Cell,
+    pub get: for<'a> fn(&'a T) -> Cell<'a>,
 }
 
 macro_rules! col {
@@ -201,17 +204,18 @@ enum Buf {
     I(Vec<Option<i64>>),
     U(Vec<Option<u64>>),
     F(Vec<Option<f64>>),
-    S(Vec<Option<String>>),
+    /// Text straight into the column's storage (one buffer, no string per cell).
+    S(StringChunkedBuilder),
     B(Vec<Option<bool>>),
 }
 
 impl Buf {
-    fn new(ty: Ty) -> Self {
+    fn new(ty: Ty, name: &str) -> Self {
         match ty {
             Ty::I64 => Self::I(Vec::new()),
             Ty::U64 => Self::U(Vec::new()),
             Ty::F64 => Self::F(Vec::new()),
-            Ty::Str => Self::S(Vec::new()),
+            Ty::Str => Self::S(text_column(name)),
             Ty::Bool => Self::B(Vec::new()),
         }
     }
@@ -227,7 +231,7 @@ impl Buf {
             (Self::F(v), Cell::F(x)) => v.push(x.is_finite().then_some(x)),
             (Self::F(v), Cell::I(x)) => v.push(Some(x as f64)),
             (Self::F(v), Cell::U(x)) => v.push(Some(x as f64)),
-            (Self::S(v), Cell::S(x)) => v.push(Some(x)),
+            (Self::S(v), Cell::S(x)) => v.append_value(x),
             (Self::B(v), Cell::B(x)) => v.push(Some(x)),
             (b, Cell::Null) => b.push_null(),
             (b, c) => {
@@ -242,7 +246,7 @@ impl Buf {
             Self::I(v) => v.push(None),
             Self::U(v) => v.push(None),
             Self::F(v) => v.push(None),
-            Self::S(v) => v.push(None),
+            Self::S(v) => v.append_null(),
             Self::B(v) => v.push(None),
         }
     }
@@ -252,11 +256,16 @@ impl Buf {
             Self::I(v) => Series::new(name.into(), std::mem::take(v)),
             Self::U(v) => Series::new(name.into(), std::mem::take(v)),
             Self::F(v) => Series::new(name.into(), std::mem::take(v)),
-            Self::S(v) => Series::new(name.into(), std::mem::take(v)),
+            Self::S(v) => std::mem::replace(v, text_column(name)).finish().into_series(),
             Self::B(v) => Series::new(name.into(), std::mem::take(v)),
         };
         s.into()
     }
+}
+
+/// An empty text column of a batch.
+fn text_column(name: &str) -> StringChunkedBuilder {
+    StringChunkedBuilder::new(name.into(), BATCH_ROWS)
 }
 
 /// Error writing a table.
@@ -285,7 +294,7 @@ enum Sink<W: Write> {
 /// Writes one table in batches; every table starts with a `file` column (the capture).
 pub struct TableWriter<T: ?Sized + 'static, W: Write> {
     table: &'static Table<T>,
-    files: Vec<Option<String>>,
+    files: StringChunkedBuilder,
     bufs: Vec<Buf>,
     pending: usize,
     rows: u64,
@@ -307,8 +316,8 @@ impl<T: ?Sized + 'static, W: Write> TableWriter<T, W> {
         };
         Ok(Self {
             table,
-            files: Vec::new(),
-            bufs: table.cols.iter().map(|c| Buf::new(c.ty)).collect(),
+            files: text_column("file"),
+            bufs: table.cols.iter().map(|c| Buf::new(c.ty, c.name)).collect(),
             pending: 0,
             rows: 0,
             sink,
@@ -317,7 +326,7 @@ impl<T: ?Sized + 'static, W: Write> TableWriter<T, W> {
 
     /// Adds a row read from `src`, of capture `file`.
     pub fn push(&mut self, file: &str, src: &T) -> Result<(), TableError> {
-        self.files.push(Some(file.to_string()));
+        self.files.append_value(file);
         for (c, b) in self.table.cols.iter().zip(&mut self.bufs) {
             b.push((c.get)(src), c.name);
         }
@@ -333,7 +342,8 @@ impl<T: ?Sized + 'static, W: Write> TableWriter<T, W> {
         if self.pending == 0 {
             return Ok(());
         }
-        let mut cols: Vec<Column> = vec![Series::new("file".into(), std::mem::take(&mut self.files)).into()];
+        let files = std::mem::replace(&mut self.files, text_column("file")).finish().into_series();
+        let mut cols: Vec<Column> = vec![files.into()];
         cols.extend(self.table.cols.iter().zip(&mut self.bufs).map(|(c, b)| b.take(c.name)));
         let df = DataFrame::new(self.pending, cols)?;
         match &mut self.sink {
