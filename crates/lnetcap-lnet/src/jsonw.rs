@@ -179,19 +179,22 @@ pub fn string(out: &mut Vec<u8>, v: &str) {
 /// Whether JSON escapes any of the bytes: a control character (below 0x20), a quote or a
 /// backslash. Eight bytes a step: a word has a byte below `n` (n <= 0x80) exactly when
 /// `(w - n * ONES) & !w & HIGHS` is not zero, and a byte equal to `c` when `w ^ c * ONES`
-/// has a zero byte, which is a byte below 1.
+/// has a zero byte, which is a byte below 1. The last word overlaps the one before it
+/// (a byte tested twice is no harm), so that only text shorter than a word goes byte by
+/// byte.
 fn needs_escape(b: &[u8]) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let below = |w: u64, n: u64| w.wrapping_sub(n * ONES) & !w & HIGHS != 0;
-    let mut words = b.chunks_exact(8);
-    for c in &mut words {
+    let below = |w: u64, n: u64| w.wrapping_sub(n * ONES) & !w;
+    let special = |c: &[u8]| {
         let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        if below(w, 0x20) || below(w ^ (u64::from(b'"') * ONES), 1) || below(w ^ (u64::from(b'\\') * ONES), 1) {
-            return true;
-        }
+        let hits = below(w, 0x20) | below(w ^ (u64::from(b'"') * ONES), 1) | below(w ^ (u64::from(b'\\') * ONES), 1);
+        hits & HIGHS != 0
+    };
+    if b.len() < 8 {
+        return b.iter().any(|&c| c < 0x20 || c == b'"' || c == b'\\');
     }
-    words.remainder().iter().any(|&c| c < 0x20 || c == b'"' || c == b'\\')
+    b.chunks_exact(8).any(special) || special(&b[b.len() - 8..])
 }
 
 #[cfg(test)]

@@ -19,3 +19,7 @@ pub const MAX_CLOCK_BACKWARD_NS: i64 = 10 * 1_000_000_000;
 /// A timestamp this far (ns) after the frame before it is a clock step too: LNet pings a
 /// peer every 25 s, and a day without a frame is a lie or a clock set by hand.
 pub const MAX_CLOCK_FORWARD_NS: i64 = 86_400 * 1_000_000_000;
+
+/// NIDs whose text the record writers keep (`record::NidTexts`, direct-mapped): a NID
+/// whose slot another took is formatted again, nothing is lost.
+pub const RECORD_NID_TEXTS: usize = 64;

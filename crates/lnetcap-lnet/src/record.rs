@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::limits::RECORD_NID_TEXTS;
 use crate::message::{App, Body, Message};
 use crate::names::{opc_name, portal_name};
 use crate::nid::Nid;
@@ -29,28 +30,50 @@ pub struct Hex(pub u64);
 /// `format!("0x{v:0min$x}")` without the formatting machinery, which cost a few hundred
 /// instructions an identifier (several in every message `decode` writes).
 pub(crate) struct HexText {
+    /// The 16 digits at 2..18, "0x" just before the ones written.
     buf: [u8; 18],
-    len: u8,
+    start: u8,
 }
 
+/// The two hex digits of every byte value.
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    let digits = b"0123456789abcdef";
+    let mut t = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = [digits[i >> 4], digits[i & 0xf]];
+        i += 1;
+    }
+    t
+};
+
 impl HexText {
+    /// All 16 digits a byte pair at a time, then "0x" over the leading ones not written.
     pub(crate) fn new(v: u64, min: usize) -> Self {
         let digits = (16 - (v.leading_zeros() / 4) as usize).max(min.min(16)).max(1);
         let mut buf = [0u8; 18];
-        buf[..2].copy_from_slice(b"0x");
-        for (i, b) in buf[2..2 + digits].iter_mut().enumerate() {
-            *b = b"0123456789abcdef"[((v >> (4 * (digits - 1 - i))) & 0xf) as usize];
+        for (i, b) in v.to_be_bytes().into_iter().enumerate() {
+            let [hi, lo] = HEX_PAIRS[usize::from(b)];
+            buf[2 + 2 * i] = hi;
+            buf[3 + 2 * i] = lo;
         }
-        Self { buf, len: (2 + digits) as u8 }
+        let start = 16 - digits;
+        buf[start] = b'0';
+        buf[start + 1] = b'x';
+        Self { buf, start: start as u8 }
+    }
+
+    fn len(&self) -> usize {
+        18 - usize::from(self.start)
     }
 
     pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.buf[..usize::from(self.len)]
+        &self.buf[usize::from(self.start)..]
     }
 
     fn as_str(&self) -> &str {
         // "0x" and hex digits only: always UTF-8.
-        std::str::from_utf8(&self.buf[..usize::from(self.len)]).unwrap_or_default()
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
     }
 }
 
@@ -86,7 +109,7 @@ impl Serialize for Hex32 {
 fn wmd(w: &Wmd) -> Option<String> {
     (!w.is_unknown()).then(|| {
         let (a, b) = (HexText::new(w.interface, 1), HexText::new(w.object, 1));
-        let mut s = String::with_capacity(usize::from(a.len) + 1 + usize::from(b.len));
+        let mut s = String::with_capacity(a.len() + 1 + b.len());
         s.push_str(a.as_str());
         s.push(':');
         s.push_str(b.as_str());
@@ -252,7 +275,7 @@ pub struct MessageRecord {
 
 /// The text of recently written NIDs: a message names two, and a capture a handful of
 /// peers, so most NIDs are formatted once instead of twice a message, and shared rather
-/// than copied into each record. Direct-mapped, `NidTexts::SLOTS` entries: bounded
+/// than copied into each record. Direct-mapped, [`RECORD_NID_TEXTS`] entries: bounded
 /// whatever the capture.
 pub struct NidTexts {
     slots: Vec<Option<(Nid, Arc<str>)>>,
@@ -260,20 +283,17 @@ pub struct NidTexts {
 
 impl Default for NidTexts {
     fn default() -> Self {
-        Self { slots: vec![None; Self::SLOTS] }
+        Self { slots: vec![None; RECORD_NID_TEXTS] }
     }
 }
 
 impl NidTexts {
-    /// Entries kept.
-    pub const SLOTS: usize = 64;
-
     /// The NID's text (`Nid`'s `Display`).
     pub fn text(&mut self, n: Nid) -> Arc<str> {
         let a = u32::from_ne_bytes([n.addr[0], n.addr[1], n.addr[2], n.addr[3]]);
         let b = u32::from_ne_bytes([n.addr[12], n.addr[13], n.addr[14], n.addr[15]]);
         let h = (a ^ b.rotate_left(7) ^ (u32::from(n.num) << 8) ^ u32::from(n.lnd)).wrapping_mul(0x9e37_79b1);
-        let slot = &mut self.slots[(h >> 26) as usize % Self::SLOTS];
+        let slot = &mut self.slots[(h >> 26) as usize % RECORD_NID_TEXTS];
         match slot {
             Some((k, t)) if *k == n => t.clone(),
             _ => {
