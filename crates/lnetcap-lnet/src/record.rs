@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::jsonw::HexText;
 use crate::limits::RECORD_NID_TEXTS;
 use crate::message::{App, Body, Message};
 use crate::names::{opc_name, portal_name};
@@ -25,57 +26,6 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// as a `0x…` hex string (JSON numbers lose bits past 2^53).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Hex(pub u64);
-
-/// `0x` and the hex digits of a value, at least `min` (≤ 16) of them: the text of
-/// `format!("0x{v:0min$x}")` without the formatting machinery, which cost a few hundred
-/// instructions an identifier (several in every message `decode` writes).
-pub(crate) struct HexText {
-    /// The 16 digits at 2..18, "0x" just before the ones written.
-    buf: [u8; 18],
-    start: u8,
-}
-
-/// The two hex digits of every byte value.
-const HEX_PAIRS: [[u8; 2]; 256] = {
-    let digits = b"0123456789abcdef";
-    let mut t = [[0u8; 2]; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = [digits[i >> 4], digits[i & 0xf]];
-        i += 1;
-    }
-    t
-};
-
-impl HexText {
-    /// All 16 digits a byte pair at a time, then "0x" over the leading ones not written.
-    pub(crate) fn new(v: u64, min: usize) -> Self {
-        let digits = (16 - (v.leading_zeros() / 4) as usize).max(min.min(16)).max(1);
-        let mut buf = [0u8; 18];
-        for (i, b) in v.to_be_bytes().into_iter().enumerate() {
-            let [hi, lo] = HEX_PAIRS[usize::from(b)];
-            buf[2 + 2 * i] = hi;
-            buf[3 + 2 * i] = lo;
-        }
-        let start = 16 - digits;
-        buf[start] = b'0';
-        buf[start + 1] = b'x';
-        Self { buf, start: start as u8 }
-    }
-
-    fn len(&self) -> usize {
-        18 - usize::from(self.start)
-    }
-
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.buf[usize::from(self.start)..]
-    }
-
-    fn as_str(&self) -> &str {
-        // "0x" and hex digits only: always UTF-8.
-        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
-    }
-}
 
 impl std::fmt::Display for Hex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

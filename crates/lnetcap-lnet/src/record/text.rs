@@ -2,7 +2,8 @@
 //! string, without `format!` and `Display` for every field (a metadata-heavy capture writes
 //! tens of thousands of lines a second). The tests hold it to the `format!` form.
 
-use super::{HexText, MessageRecord};
+use super::MessageRecord;
+use crate::jsonw::HexText;
 
 /// Decimal digits.
 fn int(s: &mut String, v: impl itoa::Integer) {
