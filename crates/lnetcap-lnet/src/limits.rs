@@ -20,6 +20,8 @@ pub const MAX_CLOCK_BACKWARD_NS: i64 = 10 * 1_000_000_000;
 /// peer every 25 s, and a day without a frame is a lie or a clock set by hand.
 pub const MAX_CLOCK_FORWARD_NS: i64 = 86_400 * 1_000_000_000;
 
-/// NIDs whose text the record writers keep (`record::NidTexts`, direct-mapped): a NID
-/// whose slot another took is formatted again, nothing is lost.
+/// NIDs whose text the record writers keep (`record::NidTexts`, direct-mapped by the top
+/// bits of a hash, so a power of two): a NID whose slot another took is formatted again,
+/// nothing is lost.
 pub const RECORD_NID_TEXTS: usize = 64;
+const _: () = assert!(RECORD_NID_TEXTS.is_power_of_two() && RECORD_NID_TEXTS > 1 && RECORD_NID_TEXTS <= 1 << 16);

@@ -243,7 +243,8 @@ impl NidTexts {
         let a = u32::from_ne_bytes([n.addr[0], n.addr[1], n.addr[2], n.addr[3]]);
         let b = u32::from_ne_bytes([n.addr[12], n.addr[13], n.addr[14], n.addr[15]]);
         let h = (a ^ b.rotate_left(7) ^ (u32::from(n.num) << 8) ^ u32::from(n.lnd)).wrapping_mul(0x9e37_79b1);
-        let slot = &mut self.slots[(h >> 26) as usize % RECORD_NID_TEXTS];
+        // The hash's top bits pick the slot (a multiplicative hash mixes most there).
+        let slot = &mut self.slots[(h >> (32 - RECORD_NID_TEXTS.trailing_zeros())) as usize];
         match slot {
             Some((k, t)) if *k == n => t.clone(),
             _ => {
