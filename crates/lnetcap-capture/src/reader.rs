@@ -23,8 +23,8 @@ use pcap_parser::{parse_block_be, parse_block_le};
 
 use crate::error::CaptureError;
 use crate::limits::{
-    MAP_KEEP_BEHIND, MAP_MIN_SNAPLEN, MAP_RELEASE_STEP, MAX_INTERFACES, MAX_RECORD_BYTES, MAX_SHARED_BLOCK_BYTES,
-    MAX_SPARE_BLOCKS, STREAM_CHUNK_BYTES,
+    MAP_KEEP_BEHIND, MAP_MIN_SNAPLEN, MAP_RELEASE_STEP, MAP_WINDOW_BYTES, MAX_INTERFACES, MAX_RECORD_BYTES,
+    MAX_SHARED_BLOCK_BYTES, MAX_SPARE_BLOCKS, STREAM_CHUNK_BYTES,
 };
 use crate::map::{prefetch, MappedFile};
 
@@ -549,7 +549,7 @@ impl CaptureReader {
         let (at, frame) = (self.base as usize + self.pos, self.frame);
         let Storage::Mapped { file, buf, limit, released, shrank } = &mut self.storage else { return Ok(false) };
         let have = buf.len().saturating_sub(self.pos);
-        let len = (have + want.max(STREAM_CHUNK_BYTES)).min(limit.saturating_sub(at));
+        let len = (have + want.max(MAP_WINDOW_BYTES)).min(limit.saturating_sub(at));
         if len <= have {
             let Shrink::Seen(from) = *shrank else { return Ok(false) };
             *shrank = Shrink::Reported;
@@ -1211,10 +1211,15 @@ mod tests {
         }
     }
 
-    /// Reads 4,000 records of 1,000 bytes (about four stream chunks) from `input` while a
-    /// "worker" holds each packet's block for the next 1,500 packets (more than a chunk);
-    /// checks every packet's bytes in its block when it lets go. Returns how many blocks
-    /// (by address) the reader used.
+    /// Packets a "worker" of [`read_holding_blocks`] holds on to: more than a stream chunk,
+    /// and more than the spare blocks' worth of 70 KB reads (see the test).
+    const HOLD: usize = 3000;
+    const _: () = assert!(HOLD * 1000 > STREAM_CHUNK_BYTES && HOLD > (1 + MAX_SPARE_BLOCKS) * 70 && HOLD < 4000);
+
+    /// Reads 4,000 records of 1,000 bytes (about sixteen stream chunks) from `input` while
+    /// a "worker" holds each packet's block for the next [`HOLD`] packets; checks every
+    /// packet's bytes in its block when it lets go. Returns how many blocks (by address)
+    /// the reader used.
     fn read_holding_blocks(input: Box<dyn Read>) -> usize {
         let (n, len) = (4000u32, 1000usize);
         let mut r = CaptureReader::from_stream("t", input, None, true).unwrap();
@@ -1232,7 +1237,7 @@ mod tests {
                 blocks.push(b.as_ptr());
             }
             held.push_back((SharedBlock::clone(b), start, i));
-            if held.len() > 1500 {
+            if held.len() > HOLD {
                 held.pop_front().map(check);
             }
             i += 1;
@@ -1477,8 +1482,8 @@ mod tests {
     /// a read file's run is bounded by the number asked for only.
     #[test]
     fn test_a_mapped_files_runs_end_within_the_bytes_asked_for_ahead() {
-        let recs: Vec<(u16, i16, u32, u32)> = (0..200).map(|i| (1500, 0, 1, i)).collect();
-        let f = TempFile::new("run", &random_pcap(false, false, &recs, 0));
+        let recs_of = |n: u32| -> Vec<(u16, i16, u32, u32)> { (0..n).map(|i| (1500, 0, 1, i)).collect() };
+        let f = TempFile::new("run", &random_pcap(false, false, &recs_of(200), 0));
         let mut r = CaptureReader::open_mapped(&f.0).unwrap();
         assert!(matches!(r.storage, Storage::Mapped { .. }));
         let (mut recs, mut runs, mut frames) = (Vec::new(), Vec::new(), Vec::new());
@@ -1500,12 +1505,15 @@ mod tests {
         assert_eq!(PREFETCH_AHEAD.div_ceil(1516), 11);
         assert!(runs.iter().all(|&n| n <= 11) && runs.iter().filter(|&&n| n == 11).count() >= 15, "{runs:?}");
         assert_eq!(frames, (1..=200).collect::<Vec<u64>>());
-        // Read, not mapped: one run of every record after the first (which refills).
+        // Read, not mapped: one run of every record after the first (which refills), in a
+        // file that fits one read (100 records of 1,516 bytes: 152 KB).
+        const { assert!(24 + 100 * 1516 <= STREAM_CHUNK_BYTES) };
+        let f = TempFile::new("run_read", &random_pcap(false, false, &recs_of(100), 0));
         let mut read = CaptureReader::open_unmapped(&f.0).unwrap();
         assert_eq!(read.next_packet().unwrap().map(|p| p.frame), Some(1));
         let mut recs = Vec::new();
         read.next_run(&mut recs, 1024);
-        assert_eq!(recs.len(), 199);
+        assert_eq!(recs.len(), 99);
     }
 
     /// 6,000 records of 1,000 bytes (6 MB) in a file; opens it mapped, reads 10 packets,
