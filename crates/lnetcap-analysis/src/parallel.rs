@@ -73,8 +73,11 @@ pub const SET_HELD_BYTES: usize = 2 << 20;
 // after its first packet. Measured 2026-11-28 with 4 MiB read chunks (STREAM_CHUNK_BYTES):
 // the two-thread run of the header-only bench file took 4.1 s instead of 0.10 s.
 const _: () = assert!(2 * lnetcap_capture::limits::STREAM_CHUNK_BYTES <= SET_HELD_BYTES);
-/// Sets of batches read ahead of the merge at most.
-pub const DEPTH: usize = 16;
+/// Sets of batches read ahead of the merge at most. 4, down from 16 with the reader's
+/// 256 KiB blocks (2026-11-28, paired rounds, two threads): peak RSS 55 MiB instead of
+/// 62 on 1,200 connections, 21 instead of 27 on the header-only bench capture, at
+/// 0.99-1.06x the speed (the workers read what the reader wrote while it is still cached).
+pub const DEPTH: usize = 4;
 /// What the sets in flight may hold, bytes: their records (copied, or the input blocks
 /// they point into, counted as for [`BATCH_BYTES`] and [`SET_HELD_BYTES`]) and the
 /// outputs the workers make of them, estimated per frame from the sets merged before (a
