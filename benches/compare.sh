@@ -41,6 +41,11 @@
 #   tshark -r FILE -T fields -e frame.number -e lnet.msg_type -e lnet.msg_dst_match_bits
 #          -e lnet.ptl_index -e lnet.payload_length  (Wireshark's LNet dissector)
 #   tcptrace -l -r -n FILE                          TCP statistics only, no LNet decoding
+#   cat FILE                                        the read alone ("read only"): the
+#                                                   kernel's copy of the file out of the
+#                                                   page cache, which every tool here pays;
+#                                                   its ratio is the most any of them
+#                                                   could reach against tcptrace
 #   nproc copies of `analyze --threads 1` at once   the ceiling: what the machine's cores
 #                                                   give independent work (the parallel
 #                                                   run is quoted against it too)
@@ -230,9 +235,9 @@ for cap in header many full metadata; do
   done < <(rounds "$r" "tcptrace=tcptrace -l -r -n $f" "decode=$bin decode --format jsonl $f" \
     "analyze1=$bin analyze -q --threads 1 --json $tmp/out1.json $f" \
     "analyzeN=$bin analyze -q --json $tmp/outN.json $f" \
-    "analyze1*$cores=$bin analyze -q --threads 1 --json $tmp/outP{i}.json $f" "${read_cmds[@]}")
-  tools=(decode analyze1 analyzeN tcptrace)
-  ((${#read_cmds[@]})) && tools=(decode decodeM analyze1 analyze1M analyzeN tcptrace)
+    "analyze1*$cores=$bin analyze -q --threads 1 --json $tmp/outP{i}.json $f" "readonly=cat $f" "${read_cmds[@]}")
+  tools=(decode analyze1 analyzeN tcptrace readonly)
+  ((${#read_cmds[@]})) && tools=(decode decodeM analyze1 analyze1M analyzeN tcptrace readonly)
   if [[ $cap == header || ${TSHARK_FULL:-0} == 1 ]]; then
     read -r _ t[tshark] m[tshark] _ _ _ _ u[tshark] < <(rounds 1 "tshark=tshark -r $f -T fields -e frame.number -e lnet.msg_type \
       -e lnet.msg_dst_match_bits -e lnet.ptl_index -e lnet.payload_length")
@@ -246,6 +251,7 @@ for cap in header many full metadata; do
       analyze1) name="lnetcap analyze (1)" ;;
       analyze1M) name="  mapped (MAP=1)" ;;
       analyzeN) name="lnetcap analyze ($cores)" ;;
+      readonly) name="read only (cat)" ;;
       *) name=$k ;;
     esac
     read -r med q1 q3 <<<"${q[$k]}"
@@ -270,7 +276,7 @@ print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f), for %
 # the 2-core VM of README Speed, 1.06-1.27x in undisturbed runs, 2-2.5x in disturbed
 # ones, whose two-thread times were slower than one thread's).
 if cpu > 1.5:
-    print('%-12s %-22s warning: the $cores-thread runs took %.2fx the CPU time of one thread (over 1.5x): the host disturbed them; rerun before quoting the parallel rows' % ('$cap', 'lnetcap analyze', cpu))
+    print('%-12s %-22s warning: the $cores-thread runs took %.2fx the CPU time of one thread (over 1.5x): the host disturbed them, or its cores pass data between them slowly (README Speed); rerun before quoting the parallel rows' % ('$cap', 'lnetcap analyze', cpu))
 # The most $cores cores give this work here: $cores one-thread runs at once, against one run
 # alone (shared caches, memory bandwidth and the host's scheduling of a VM's cores
 # all count); the parallel run against that ceiling, round by round.
