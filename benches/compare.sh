@@ -282,7 +282,13 @@ if cpu > 1.5:
 # all count); the parallel run against that ceiling, round by round.
 c = sorted($cores * a / b for a, b in zip([${w[analyze1]}], [${w[analyze1x$cores]}]))
 e = sorted(p / ($cores * n) for n, p in zip([${w[analyzeN]}], [${w[analyze1x$cores]}]))
-print('%-12s %-22s $cores one-thread runs at once: %.2fx the throughput of one (per round: %.2f-%.2f), the ceiling of $cores cores here; the $cores-thread run reaches %.0f %% of it (per round: %.0f-%.0f %%)' % ('$cap', 'lnetcap analyze', statistics.median(c), q(c, 0.25), q(c, 0.75), 100 * statistics.median(e), 100 * q(e, 0.25), 100 * q(e, 0.75)))"
+print('%-12s %-22s $cores one-thread runs at once: %.2fx the throughput of one (per round: %.2f-%.2f), the ceiling of $cores cores here; the $cores-thread run reaches %.0f %% of it (per round: %.0f-%.0f %%)' % ('$cap', 'lnetcap analyze', statistics.median(c), q(c, 0.25), q(c, 0.75), 100 * statistics.median(e), 100 * q(e, 0.25), 100 * q(e, 0.75)))
+# Over $cores: each of the runs at once went faster than one run alone, which more cores
+# cannot explain (the Intel VM of README Speed: 2.0-2.7x, and two runs at once ended
+# before one alone in paired rounds, 1.08x; a busy loop on the other core did not do
+# that). The ceiling then measures the host, and the share of it understates.
+if statistics.median(c) > $cores * 1.05:
+    print('%-12s %-22s note: the ceiling is over $cores: each of $cores runs at once went faster than one run alone, which cores alone cannot give (README Speed); the parallel run\'s share of it understates it: quote the speed-up against one thread' % ('$cap', 'lnetcap analyze'))"
   if ((${#read_cmds[@]})); then
     # Mapped against read, round by round (LNETCAP_MAP=1's speed over the default's).
     python3 -c "
