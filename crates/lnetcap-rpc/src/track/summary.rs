@@ -95,7 +95,7 @@ impl Tracker {
             rpcs: p.rpcs,
             rpcs_partial: p.partial,
             missing: p.missing.clone(),
-            rpcs_by_opcode: p.by_opc.clone(),
+            rpcs_by_opcode: p.by_opc.iter().map(|(k, n)| (k.clone(), *n)).collect(),
             selftest: p.selftest,
             bytes_read: p.bytes_read,
             bytes_written: p.bytes_written,
