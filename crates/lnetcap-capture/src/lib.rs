@@ -17,6 +17,7 @@ pub mod error;
 pub mod limits;
 pub mod link;
 mod map;
+pub mod prefetch;
 pub mod reader;
 
 pub use error::CaptureError;
