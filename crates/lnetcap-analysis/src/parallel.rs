@@ -70,6 +70,8 @@ const PREFETCH_AHEAD: usize = 3;
 /// of 256 (Ethernet, IP and TCP headers, then the ksock and LNet headers and the start of
 /// a PtlRPC body); 512 bytes and 2 KiB measured the same.
 const PREFETCH_BYTES: usize = 256;
+/// The worker's ring of the packets prefetched and not yet decoded (a power of two).
+const AHEAD_RING: usize = (PREFETCH_AHEAD + 1).next_power_of_two();
 
 /// Frames read into one set of batches at most.
 pub const BATCH_PACKETS: usize = 4096;
@@ -255,9 +257,14 @@ impl Worker {
         // A sweep's events wait for the packet that triggered it, when it is this
         // worker's: the single loop hands them over after the whole packet.
         let mut swept: Option<(Stamp, Vec<LnetEvent>)> = None;
+        // The bytes of the packets prefetched, by item index modulo the ring's length: a
+        // packet's place is looked up once (it was 2 % of the worker's instructions).
+        let mut ahead: [&[u8]; AHEAD_RING] = [&[]; AHEAD_RING];
         for (i, item) in batch.items.iter().enumerate() {
             if let Some(Item::Packet { raw, .. }) = batch.items.get(i + PREFETCH_AHEAD) {
-                prefetch_lines(batch.data(raw), PREFETCH_BYTES);
+                let data = batch.data(raw);
+                prefetch_lines(data, PREFETCH_BYTES);
+                ahead[(i + PREFETCH_AHEAD) % AHEAD_RING] = data;
             }
             match *item {
                 Item::Coarsen(ns) => self.pipe.follow_series(ns),
@@ -273,7 +280,7 @@ impl Worker {
                         ts_ns: stamp.ts_ns,
                         linktype: raw.linktype,
                         origlen: raw.origlen,
-                        data: batch.data(&raw),
+                        data: if i < PREFETCH_AHEAD { batch.data(&raw) } else { ahead[i % AHEAD_RING] },
                         offset: raw.offset,
                         interface: raw.interface,
                         shared: None,
@@ -299,7 +306,10 @@ impl Worker {
                     for _ in opened..self.pipe.connections_opened() {
                         out.push(((f, PHASE_PACKET, 0), Out::Opened));
                     }
-                    self.attach(evs, &mut out, |_| (f, PHASE_PACKET, 0));
+                    // Most packets end no message.
+                    if !evs.is_empty() {
+                        self.attach(evs, &mut out, |_| (f, PHASE_PACKET, 0));
+                    }
                 }
             }
         }
@@ -308,10 +318,10 @@ impl Worker {
             self.pipe.finish_at(last, evs);
             self.attach(evs, &mut out, |c| (u64::MAX, PHASE_SWEEP, c.map_or(0, |c| c.first.frame)));
         }
-        // Emptied for reuse (the merge trims what a large set or a huge record grew: `trimmed`).
-        batch.bytes.clear();
+        // Its input blocks released here; its records and items are plain bytes and
+        // values, emptied by the merge, which trims what a large set or a huge record
+        // grew by what the share used (`trimmed`).
         batch.blocks.clear();
-        batch.items.clear();
         self.evs = std::mem::take(evs);
         (out, batch)
     }
@@ -451,18 +461,23 @@ impl Shard {
     }
 }
 
-/// A batch back from its shard, its buffers' capacity cut to twice its part of a set (a
-/// set's packets and copied bytes spread over `shards` shares): the spare and in-flight
-/// batches, up to 17 a share, would otherwise each keep what the largest set of their
-/// share needed (a heavy connection moving between shares grows them all, a huge record,
-/// up to 64 MiB, its own). Cut to that, not emptied: a share with heavy connections
-/// fills more than its part every set, and regrowing its batch from nothing took 5,600
-/// reallocations copying 24 MB on the header-only bench capture (the reading thread's
-/// largest copy).
+/// A batch back from its shard, emptied, its buffers' capacity cut to twice what its
+/// share used in it, or twice its part of a set (a set's packets and copied bytes spread
+/// over `shards` shares) if that is more. It goes back to the same share
+/// ([`Merge::spare`]): a share with heavy connections fills more than its part every set
+/// and keeps the room it needs (regrowing it each set from its part, the batch going to
+/// any share, was 40 % of a two-thread run's page faults on the header-only bench
+/// capture, the reading thread's reallocations), while a share that falls quiet gives its
+/// room back within a set; before that, regrowing every batch from nothing took 5,600
+/// reallocations copying 24 MB. Bounded: at most twice the records of the sets a share's
+/// batches last carried.
 fn trimmed(mut b: Batch, shards: usize) -> Batch {
-    let part = |whole: usize| 2 * whole / shards.max(1) + 64;
-    b.items.shrink_to(part(BATCH_PACKETS));
-    b.bytes.shrink_to(part(BATCH_BYTES));
+    let keep = |used: usize, whole: usize| 2 * used.max(whole / shards.max(1) + 32);
+    let (items, bytes) = (b.items.len(), b.bytes.len());
+    b.items.clear();
+    b.bytes.clear();
+    b.items.shrink_to(keep(items, BATCH_PACKETS));
+    b.bytes.shrink_to(keep(bytes, BATCH_BYTES));
     b
 }
 
@@ -481,8 +496,8 @@ struct Merge<'a> {
     /// Series intervals the reader reached, from the frame on.
     coarsen: VecDeque<(u64, i64)>,
     folded: Vec<u32>,
-    /// Emptied batches, for the reader to fill again.
-    spare: Vec<Batch>,
+    /// Per shard, its emptied batches, for the reader to fill again.
+    spare: Vec<Vec<Batch>>,
     /// The reading thread's notices of each batch in flight, oldest first: they reach the
     /// observer in capture order with the workers' (stderr as the single loop's).
     notes: VecDeque<Outs>,
@@ -515,7 +530,7 @@ impl Merge<'_> {
                 .map_err(|_| anyhow::anyhow!("{}: a worker of the parallel run stopped", self.name))?
                 .map_err(|()| anyhow::anyhow!("{}: a worker of the parallel run failed", self.name))?;
             all.extend(outs.into_iter().map(|(k, o)| (k, w, o)));
-            self.spare.push(trimmed(spare, rxs.len()));
+            self.spare[w].push(trimmed(spare, rxs.len()));
         }
         let mut held = all.len() * size_of::<(Key, Out)>();
         // Stable: a packet's outputs (and a connection's) come from one worker, in order.
@@ -643,7 +658,7 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
         spent: (0..shards.len()).map(|_| Vec::new()).collect(),
         coarsen: VecDeque::new(),
         folded: Vec::new(),
-        spare: Vec::new(),
+        spare: (0..shards.len()).map(|_| Vec::new()).collect(),
         notes: VecDeque::new(),
         pool: pool_threads,
     };
@@ -770,9 +785,11 @@ impl Filling {
     /// to the merge; returns (bytes, frames) of the set and starts the next.
     fn send<'s>(&mut self, shards: &'s [Shard], scope: &rayon::Scope<'s>, merge: &mut Merge<'_>) -> (usize, usize) {
         merge.notes.push_back(std::mem::take(&mut self.notes.list));
-        for ((shard, b), spent) in shards.iter().zip(self.batches.iter_mut()).zip(merge.spent.iter_mut()) {
+        for (((shard, b), spent), spare) in
+            shards.iter().zip(self.batches.iter_mut()).zip(merge.spent.iter_mut()).zip(merge.spare.iter_mut())
+        {
             std::mem::swap(&mut b.spent, spent);
-            let next = merge.spare.pop().unwrap_or_default();
+            let next = spare.pop().unwrap_or_default();
             shard.submit(scope, std::mem::replace(b, next));
         }
         let sent = (self.bytes + self.held, self.count);
@@ -993,5 +1010,29 @@ mod tests {
         assert!(g.full());
         g.merged(0);
         assert!(!g.full());
+    }
+
+    #[test]
+    fn test_a_returned_batch_keeps_the_room_its_share_used_and_no_more() {
+        let filled = |items: usize, bytes: usize| {
+            let mut b = Batch::default();
+            b.items.resize(items, Item::Coarsen(0));
+            b.bytes.resize(bytes, 0);
+            b
+        };
+        // A heavy share: most of a set's packets and bytes. Emptied, its room kept.
+        let heavy = trimmed(filled(3000, 300 << 10), 16);
+        assert!(heavy.items.is_empty() && heavy.bytes.is_empty());
+        assert!(heavy.items.capacity() >= 3000 && heavy.bytes.capacity() >= 300 << 10);
+        // A share that fell quiet: down to twice its part of a set.
+        let mut quiet = filled(3000, 300 << 10);
+        quiet.items.truncate(10);
+        quiet.bytes.truncate(100);
+        let quiet = trimmed(quiet, 16);
+        assert!(quiet.items.capacity() <= 2 * (BATCH_PACKETS / 16 + 32));
+        assert!(quiet.bytes.capacity() <= 2 * (BATCH_BYTES / 16 + 32));
+        // Never more than twice what a share used.
+        let big = trimmed(filled(BATCH_PACKETS, BATCH_BYTES), 1);
+        assert!(big.items.capacity() <= 2 * (BATCH_PACKETS + 32));
     }
 }
