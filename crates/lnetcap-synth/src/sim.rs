@@ -445,7 +445,53 @@ struct CapPkt {
 }
 
 /// Per (conn, dir): captured data segments as (offset, end, frame, ts, captured bytes).
-type SpanMap = HashMap<(usize, usize), Vec<(u64, u64, u64, i64, u64)>>;
+type SpanMap = HashMap<(usize, usize), SpanIndex>;
+
+/// The payload spans of one direction's packets as captured, (start offset, end offset,
+/// frame, ts, captured payload bytes), sorted by start, with the largest end of each
+/// prefix: which frame first carried a stream offset is a binary search and a short walk
+/// back over the spans that may still cover it, where a scan of every span made the
+/// truth of a metadata capture quadratic (20,000 RPCs: 48 s, 5,000: 3.5 s).
+#[derive(Default)]
+struct SpanIndex {
+    spans: Vec<(u64, u64, u64, i64, u64)>,
+    max_end: Vec<u64>,
+}
+
+impl SpanIndex {
+    fn push(&mut self, span: (u64, u64, u64, i64, u64)) {
+        self.spans.push(span);
+    }
+
+    /// Sorts the spans (after the last `push`).
+    fn build(&mut self) {
+        self.spans.sort_by_key(|s| (s.0, s.2));
+        let mut most = 0;
+        self.max_end = self
+            .spans
+            .iter()
+            .map(|s| {
+                most = most.max(s.1);
+                most
+            })
+            .collect();
+    }
+
+    /// The earliest frame whose payload covers `off`: (frame, ts, whether `off` is within
+    /// its captured bytes).
+    fn at(&self, off: u64) -> Option<(u64, i64, bool)> {
+        let mut j = self.spans.partition_point(|s| s.0 <= off);
+        let mut best: Option<&(u64, u64, u64, i64, u64)> = None;
+        while j > 0 && self.max_end[j - 1] > off {
+            j -= 1;
+            let s = &self.spans[j];
+            if s.1 > off && best.is_none_or(|b| s.2 < b.2) {
+                best = Some(s);
+            }
+        }
+        best.map(|s| (s.2, s.3, off < s.0 + s.4))
+    }
+}
 
 /// The simulator.
 pub struct Sim {
@@ -1665,14 +1711,8 @@ impl Sim {
                 spans.entry((c, d)).or_default().push((off, off + len, i as u64 + 1, p.ts, captured));
             }
         }
-        let frame_of = |spans: &SpanMap, c: usize, d: usize, off: u64| -> Option<(u64, i64, bool)> {
-            spans
-                .get(&(c, d))?
-                .iter()
-                .filter(|s| s.0 <= off && off < s.1)
-                .min_by_key(|s| s.2)
-                .map(|s| (s.2, s.3, off < s.0 + s.4))
-        };
+        spans.values_mut().for_each(SpanIndex::build);
+        let frame_of = |spans: &SpanMap, c: usize, d: usize, off: u64| spans.get(&(c, d))?.at(off);
         let mut truth = Vec::new();
         let cfg = &self.cfg;
         truth.push(json!({
@@ -1850,5 +1890,43 @@ impl Sim {
         } else if msg.kind == "NOOP" {
             o.insert("proto".into(), json!(self.peers[msg.peer].proto));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SpanIndex;
+
+    /// The index against a scan of every span: overlapping spans (retransmissions, TSO
+    /// bursts cut differently), spans out of order, offsets inside, between and past them.
+    #[test]
+    fn span_index_finds_the_earliest_frame_a_scan_finds() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (x >> 33) % n
+        };
+        for round in 0..50 {
+            let mut idx = SpanIndex::default();
+            let mut all = Vec::new();
+            for frame in 1..=200u64 {
+                let start = next(20_000);
+                let len = 1 + next(if round % 2 == 0 { 1_500 } else { 9_000 });
+                let span = (start, start + len, frame, frame as i64 * 10, next(len + 1));
+                idx.push(span);
+                all.push(span);
+            }
+            idx.build();
+            for _ in 0..500 {
+                let off = next(30_000);
+                let scan = all
+                    .iter()
+                    .filter(|s| s.0 <= off && off < s.1)
+                    .min_by_key(|s| s.2)
+                    .map(|s| (s.2, s.3, off < s.0 + s.4));
+                assert_eq!(idx.at(off), scan, "offset {off}");
+            }
+        }
+        assert_eq!(SpanIndex::default().at(5), None);
     }
 }
