@@ -232,8 +232,9 @@ enum Out {
 
 type Outs = Vec<(Key, Out)>;
 
-/// A worker's outputs for one batch, and the batch emptied for reuse (its buffers keep
-/// their capacity: no allocation or page fault per batch).
+/// A worker's outputs for one batch, and the batch, its input blocks released, for the
+/// merge to empty and reuse ([`trimmed`]: its buffers keep their capacity, no allocation
+/// or page fault per batch).
 type Done = (Outs, Batch);
 
 struct Worker {
@@ -246,7 +247,7 @@ struct Worker {
 }
 
 impl Worker {
-    /// Runs one batch: its outputs, and the batch emptied for reuse.
+    /// Runs one batch: its outputs, and the batch with its input blocks released.
     fn process(&mut self, mut batch: Batch) -> Done {
         #[cfg(test)]
         assert!(!batch.fail, "a failing worker (test)");
@@ -463,16 +464,19 @@ impl Shard {
 
 /// A batch back from its shard, emptied, its buffers' capacity cut to twice what its
 /// share used in it, or twice its part of a set (a set's packets and copied bytes spread
-/// over `shards` shares) if that is more. It goes back to the same share
-/// ([`Merge::spare`]): a share with heavy connections fills more than its part every set
-/// and keeps the room it needs (regrowing it each set from its part, the batch going to
-/// any share, was 40 % of a two-thread run's page faults on the header-only bench
-/// capture, the reading thread's reallocations), while a share that falls quiet gives its
-/// room back within a set; before that, regrowing every batch from nothing took 5,600
-/// reallocations copying 24 MB. Bounded: at most twice the records of the sets a share's
-/// batches last carried.
+/// over `shards` shares) if that is more, and never more than twice a whole set's
+/// ([`BATCH_PACKETS`], [`BATCH_BYTES`]: a huge copied record's room, up to 64 MiB, is
+/// given back at once). It goes back to the same share ([`Merge::spare`]): a share with
+/// heavy connections fills more than its part every set and keeps the room it needs
+/// (regrowing it each set from its part, the batch going to any share, was 40 % of a
+/// two-thread run's page faults on the header-only bench capture, the reading thread's
+/// reallocations), while a share that falls quiet gives the room back as each of its
+/// batches comes back (within the sets in flight, [`DEPTH`], and one); before that,
+/// regrowing every batch from nothing took 5,600 reallocations copying 24 MB. Bounded:
+/// the batches of the sets a share's batches last carried hold at most twice those sets'
+/// records, plus twice a part per batch.
 fn trimmed(mut b: Batch, shards: usize) -> Batch {
-    let keep = |used: usize, whole: usize| 2 * used.max(whole / shards.max(1) + 32);
+    let keep = |used: usize, whole: usize| (2 * used.max(whole / shards.max(1) + 32)).min(2 * whole);
     let (items, bytes) = (b.items.len(), b.bytes.len());
     b.items.clear();
     b.bytes.clear();
@@ -1031,8 +1035,9 @@ mod tests {
         let quiet = trimmed(quiet, 16);
         assert!(quiet.items.capacity() <= 2 * (BATCH_PACKETS / 16 + 32));
         assert!(quiet.bytes.capacity() <= 2 * (BATCH_BYTES / 16 + 32));
-        // Never more than twice what a share used.
-        let big = trimmed(filled(BATCH_PACKETS, BATCH_BYTES), 1);
-        assert!(big.items.capacity() <= 2 * (BATCH_PACKETS + 32));
+        // A huge copied record's room goes back at once: at most twice a whole set's.
+        let huge = trimmed(filled(BATCH_PACKETS, 8 * BATCH_BYTES), 16);
+        assert!(huge.bytes.capacity() <= 2 * BATCH_BYTES);
+        assert!(huge.items.capacity() >= BATCH_PACKETS);
     }
 }
