@@ -444,7 +444,10 @@ struct CapPkt {
     seq_at: Option<(usize, usize, u64)>,
 }
 
-/// Per (conn, dir): captured data segments as (offset, end, frame, ts, captured bytes).
+/// A captured data segment's payload: (offset, end, frame, ts, captured bytes).
+type Span = (u64, u64, u64, i64, u64);
+
+/// Per (conn, dir): the captured data segments.
 type SpanMap = HashMap<(usize, usize), SpanIndex>;
 
 /// The payload spans of one direction's packets as captured, (start offset, end offset,
@@ -452,36 +455,30 @@ type SpanMap = HashMap<(usize, usize), SpanIndex>;
 /// prefix: which frame first carried a stream offset is a binary search and a short walk
 /// back over the spans that may still cover it, where a scan of every span made the
 /// truth of a metadata capture quadratic (20,000 RPCs: 48 s, 5,000: 3.5 s).
-#[derive(Default)]
 struct SpanIndex {
-    spans: Vec<(u64, u64, u64, i64, u64)>,
+    spans: Vec<Span>,
     max_end: Vec<u64>,
 }
 
 impl SpanIndex {
-    fn push(&mut self, span: (u64, u64, u64, i64, u64)) {
-        self.spans.push(span);
-    }
-
-    /// Sorts the spans (after the last `push`).
-    fn build(&mut self) {
-        self.spans.sort_by_key(|s| (s.0, s.2));
+    fn new(mut spans: Vec<Span>) -> Self {
+        spans.sort_by_key(|s| (s.0, s.2));
         let mut most = 0;
-        self.max_end = self
-            .spans
+        let max_end = spans
             .iter()
             .map(|s| {
                 most = most.max(s.1);
                 most
             })
             .collect();
+        Self { spans, max_end }
     }
 
     /// The earliest frame whose payload covers `off`: (frame, ts, whether `off` is within
     /// its captured bytes).
     fn at(&self, off: u64) -> Option<(u64, i64, bool)> {
         let mut j = self.spans.partition_point(|s| s.0 <= off);
-        let mut best: Option<&(u64, u64, u64, i64, u64)> = None;
+        let mut best: Option<&Span> = None;
         while j > 0 && self.max_end[j - 1] > off {
             j -= 1;
             let s = &self.spans[j];
@@ -1685,7 +1682,7 @@ impl Sim {
         }
         let mut w = CaptureWriter::new(self.cfg.container, self.cfg.link, self.cfg.snaplen);
         // For each (conn, dir): spans (off, end, frame, ts, captured payload bytes).
-        let mut spans: SpanMap = HashMap::new();
+        let mut spans: HashMap<(usize, usize), Vec<Span>> = HashMap::new();
         let hdr_len = |link: Link, ip4: bool| -> u64 {
             let l = match link {
                 Link::Ethernet => 14,
@@ -1711,7 +1708,7 @@ impl Sim {
                 spans.entry((c, d)).or_default().push((off, off + len, i as u64 + 1, p.ts, captured));
             }
         }
-        spans.values_mut().for_each(SpanIndex::build);
+        let spans: SpanMap = spans.into_iter().map(|(k, v)| (k, SpanIndex::new(v))).collect();
         let frame_of = |spans: &SpanMap, c: usize, d: usize, off: u64| spans.get(&(c, d))?.at(off);
         let mut truth = Vec::new();
         let cfg = &self.cfg;
@@ -1896,29 +1893,23 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use super::SpanIndex;
+    use crate::rng::Rng;
 
     /// The index against a scan of every span: overlapping spans (retransmissions, TSO
     /// bursts cut differently), spans out of order, offsets inside, between and past them.
     #[test]
     fn span_index_finds_the_earliest_frame_a_scan_finds() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u64| {
-            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            (x >> 33) % n
-        };
+        let mut rng = Rng::new(7);
         for round in 0..50 {
-            let mut idx = SpanIndex::default();
             let mut all = Vec::new();
             for frame in 1..=200u64 {
-                let start = next(20_000);
-                let len = 1 + next(if round % 2 == 0 { 1_500 } else { 9_000 });
-                let span = (start, start + len, frame, frame as i64 * 10, next(len + 1));
-                idx.push(span);
-                all.push(span);
+                let start = rng.range(0, 19_999);
+                let len = rng.range(1, if round % 2 == 0 { 1_500 } else { 9_000 });
+                all.push((start, start + len, frame, frame as i64 * 10, rng.range(0, len)));
             }
-            idx.build();
+            let idx = SpanIndex::new(all.clone());
             for _ in 0..500 {
-                let off = next(30_000);
+                let off = rng.range(0, 29_999);
                 let scan = all
                     .iter()
                     .filter(|s| s.0 <= off && off < s.1)
@@ -1927,6 +1918,6 @@ mod tests {
                 assert_eq!(idx.at(off), scan, "offset {off}");
             }
         }
-        assert_eq!(SpanIndex::default().at(5), None);
+        assert_eq!(SpanIndex::new(Vec::new()).at(5), None);
     }
 }
