@@ -8,7 +8,9 @@
 #   bash benches/compare.sh [--quick]
 #
 # Environment: PROFILE (cargo profile, default dist), PGO=1 (time the profile-guided dist
-# build of benches/pgo.sh instead), BIN (time this binary instead), RUNS (default 5; 3 for the
+# build of benches/pgo.sh instead), TARGET_CPU (`native`, `x86-64-v3`, ...: build for that
+# CPU, `-Ctarget-cpu`, in target/cpu-TARGET_CPU; with PGO=1, pgo.sh's build for it), BIN
+# (time this binary instead), RUNS (default 5; 3 for the
 # full-payload capture), TMPDIR (where the captures
 # are written: the full-payload one takes FULL_GB, default 6, GB; removed at exit),
 # FULL_GB, HEADER_RPCS (default 130: 1.15 M packets), MANY_CLIENTS (default 200), MANY_RPCS (default 2),
@@ -66,7 +68,12 @@ profile=${PROFILE:-dist}
 if [[ -n ${BIN:-} ]]; then
   bin=$(realpath "$BIN") built=given
 elif [[ ${PGO:-0} == 1 ]]; then
-  bin=$(bash benches/pgo.sh) built="dist, profile-guided"
+  bin=$(bash benches/pgo.sh) built="dist, profile-guided${TARGET_CPU:+, -Ctarget-cpu=$TARGET_CPU}"
+elif [[ -n ${TARGET_CPU:-} ]]; then
+  # A build for one CPU (the host's with `native`): runs only on CPUs with its instructions.
+  RUSTFLAGS="${RUSTFLAGS:-} -Ctarget-cpu=$TARGET_CPU" CARGO_TARGET_DIR=$PWD/target/cpu-$TARGET_CPU \
+    cargo build --profile "$profile" --quiet
+  bin=$PWD/target/cpu-$TARGET_CPU/$profile/lnetcap built="$profile, -Ctarget-cpu=$TARGET_CPU"
 else
   cargo build --profile "$profile" --quiet
   bin=$PWD/target/$profile/lnetcap built=$profile
