@@ -850,7 +850,7 @@ fn plausible_msg(b: &[u8], proto: Proto, known: &[Nid]) -> Option<u64> {
 /// the captured bytes end or is followed by another plausible message.
 ///
 /// Inline up to the first candidate: most segments of a skipped run (bulk payload) hold no
-/// type byte, and end at one `memchr2` without a call.
+/// type byte, and end at one `find_type_byte` without a call of `resync_from`.
 #[inline]
 pub fn find_resync(b: &[u8], proto: Option<Proto>, known: &[Nid]) -> Option<(usize, Proto)> {
     if proto == Some(Proto::V1) {
