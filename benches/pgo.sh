@@ -47,7 +47,8 @@ prof=${PGO_PROFILE:-dist}
 # TARGET_CPU: the flag for both builds, and a name for what they write.
 cpu=${TARGET_CPU:-}
 cpuflag=${cpu:+ -Ctarget-cpu=$cpu}
-tag=$prof${cpu:+-$cpu}
+sfx=${cpu:+-$cpu}
+tag=$prof$sfx
 # setup WHAT CMD...: runs a build or generator step, its messages kept for a failure,
 # which is a setup error (exit 2), not an output that differs (exit 1).
 setup() {
@@ -60,9 +61,9 @@ setup() {
     exit 2
   fi
 }
-setup "the instrumented build" env RUSTFLAGS="-Cprofile-generate=$out/unused$cpuflag" CARGO_TARGET_DIR="$out/gen${cpu:+-$cpu}" \
+setup "the instrumented build" env RUSTFLAGS="-Cprofile-generate=$out/unused$cpuflag" CARGO_TARGET_DIR="$out/gen$sfx" \
   cargo build --profile "$prof" --quiet
-gen=$out/gen${cpu:+-$cpu}/$prof/lnetcap
+gen=$out/gen$sfx/$prof/lnetcap
 raw=$out/raw
 train=$out/train
 rm -rf "$raw" "$train"
@@ -117,8 +118,8 @@ fi
 n=$(find "$train/gen" -type f | wc -l)
 echo "pgo.sh: trained on ${#caps[@]} captures ($n runs); building with the profile" >&2
 setup "the profile-guided build" env RUSTFLAGS="-Cprofile-use=$out/$tag.profdata$cpuflag" \
-  CARGO_TARGET_DIR="$out/use${cpu:+-$cpu}" cargo build --profile "$prof" --quiet
-use=$out/use${cpu:+-$cpu}/$prof/lnetcap
+  CARGO_TARGET_DIR="$out/use$sfx" cargo build --profile "$prof" --quiet
+use=$out/use$sfx/$prof/lnetcap
 runs "$use" "$train/use"
 if ! diff -rq "$train/gen" "$train/use" >&2; then
   echo "pgo.sh: the optimised build's output differs from the instrumented build's (above); not installed" >&2
