@@ -25,6 +25,7 @@
 //! Sequence numbers are compared modulo 2^32 (RFC 793 / RFC 1323 §4.2 style: a distance
 //! below 2^31 is "after"), so ISNs near 2^32 and wraps inside long streams are handled.
 
+pub mod headvec;
 pub mod limits;
 pub mod perf;
 pub mod series;
