@@ -402,6 +402,7 @@ impl StreamHalf {
     /// captured. Bytes ahead of a hole wait for the hole's fill (the sender's retransmission
     /// when the path dropped the segment before the capture point) within the bounds of
     /// [`crate::limits`]; the segment's capture time also ages the holes already waiting.
+    #[inline]
     pub fn on_data(
         &mut self,
         seq: u32,
@@ -416,6 +417,7 @@ impl StreamHalf {
     }
 
     /// Delivers, buffers or drops one segment.
+    #[inline]
     fn place(
         &mut self,
         seq: u32,
@@ -510,6 +512,7 @@ impl StreamHalf {
     /// Capture time `now` has come (no segment of this direction needed): every hole that
     /// has waited past [`MAX_HOLE_WAIT_NS`] (or passed another bound) becomes a gap, and the
     /// bytes buffered behind it are delivered.
+    #[inline]
     pub fn expire(&mut self, now: i64, emit: &mut impl FnMut(Stamp, StreamEvent<'_>)) {
         self.enforce_bounds(Some(now), emit);
     }
@@ -543,6 +546,7 @@ impl StreamHalf {
     }
 
     /// The peer acknowledged up to raw sequence number `ack` of this direction.
+    #[inline]
     pub fn on_peer_ack(&mut self, ack: u32, emit: &mut impl FnMut(Stamp, StreamEvent<'_>)) {
         let Some(off) = self.offset_of(ack) else {
             return;
