@@ -131,16 +131,17 @@ impl StepQueue {
         self.first().map(|(x, _)| x)
     }
 
-    /// Removes the first step (the one `peek` gave).
-    fn pop(&mut self) {
-        match self.first() {
-            Some((_, 0)) => self.run.pop_front(),
-            Some((_, 1)) => self.behind.pop_front(),
-            Some(_) => {
+    /// Removes and gives back the first step if it is at or before `watermark`.
+    fn pop_upto(&mut self, watermark: i64) -> Option<(i64, i64)> {
+        let (s, at) = self.first().filter(|(s, _)| s.0 <= watermark)?;
+        match at {
+            0 => self.run.pop_front(),
+            1 => self.behind.pop_front(),
+            _ => {
                 self.late.pop();
             }
-            None => {}
         }
+        Some(s)
     }
 }
 
@@ -290,11 +291,7 @@ impl StepSeries {
             return;
         }
         let mut acc = Pending::default();
-        while let Some((t, delta)) = self.steps.peek() {
-            if t > watermark {
-                break;
-            }
-            self.steps.pop();
+        while let Some((t, delta)) = self.steps.pop_upto(watermark) {
             if let Some(l) = self.last_t {
                 self.account(&mut acc, l, t);
             }
@@ -464,16 +461,22 @@ mod tests {
                 q.push((t, d));
                 h.push(Reverse((t, d)));
                 if pop {
-                    proptest::prop_assert_eq!(q.peek(), h.peek().map(|r| r.0));
-                    q.pop();
+                    let first = h.peek().map(|r| r.0);
+                    proptest::prop_assert_eq!(q.peek(), first);
+                    // Not before the watermark: stays.
+                    if let Some((t, _)) = first {
+                        proptest::prop_assert_eq!(q.pop_upto(t - 1), None);
+                    }
+                    proptest::prop_assert_eq!(q.pop_upto(i64::MAX), first);
                     h.pop();
                 }
             }
             while let Some(Reverse(x)) = h.pop() {
                 proptest::prop_assert_eq!(q.peek(), Some(x));
-                q.pop();
+                proptest::prop_assert_eq!(q.pop_upto(x.0), Some(x));
             }
             proptest::prop_assert_eq!(q.peek(), None);
+            proptest::prop_assert_eq!(q.pop_upto(i64::MAX), None);
         }
     }
 

@@ -29,20 +29,6 @@ impl<T, const KEEP: usize> HeadVec<T, KEEP> {
         self.v.get(self.head)
     }
 
-    /// The front item, to change it.
-    pub fn front_mut(&mut self) -> Option<&mut T> {
-        self.v.get_mut(self.head)
-    }
-
-    /// The back item, to change it.
-    pub fn back_mut(&mut self) -> Option<&mut T> {
-        if self.head < self.v.len() {
-            self.v.last_mut()
-        } else {
-            None
-        }
-    }
-
     /// Appends an item at the back.
     pub fn push_back(&mut self, x: T) {
         self.v.push(x);
@@ -64,11 +50,6 @@ impl<T, const KEEP: usize> HeadVec<T, KEEP> {
             self.head = 0;
         }
     }
-
-    /// Items held, dropped ones not yet compacted away included (for bounds in tests).
-    pub fn held(&self) -> usize {
-        self.v.len()
-    }
 }
 
 #[cfg(test)]
@@ -87,21 +68,17 @@ mod tests {
         }
         // Compacted once half was dropped: what is left starts at the front.
         assert_eq!(r.live().len(), 50);
-        assert!(r.held() < 200);
-        assert_eq!(r.front_mut().copied(), Some(150));
+        assert!(r.v.len() < 200);
+        assert_eq!(r.front().copied(), Some(150));
         r.insert(1, 1000);
         assert_eq!(&r.live()[..3], &[150, 1000, 151]);
-        if let Some(b) = r.back_mut() {
-            *b = 2000;
-        }
-        assert_eq!(r.live().last(), Some(&2000));
+        assert_eq!(r.live().last(), Some(&199));
         for _ in 0..51 {
             r.pop_front();
         }
         assert_eq!(r.front(), None);
-        assert_eq!(r.back_mut(), None);
-        assert_eq!(r.held(), 0);
+        assert_eq!(r.v.len(), 0);
         r.pop_front();
-        assert_eq!(r.held(), 0);
+        assert_eq!(r.v.len(), 0);
     }
 }

@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use either::Either;
+
 /// Quantiles over positive values with ~0.5 % relative error, in memory bounded by the
 /// value range (not the count): values are kept in geometric buckets.
 #[derive(Debug, Clone, Default)]
@@ -99,12 +101,12 @@ impl Buckets {
     }
 
     /// (bucket, count) of the buckets with a count, ascending.
-    fn iter(&self) -> Box<dyn Iterator<Item = (i32, u64)> + '_> {
+    fn iter(&self) -> impl Iterator<Item = (i32, u64)> + '_ {
         match self {
-            Buckets::Dense { base, counts, .. } => Box::new(
+            Buckets::Dense { base, counts, .. } => Either::Left(
                 counts.iter().enumerate().filter(|(_, &c)| c > 0).map(move |(i, &c)| (*base + i as i32, u64::from(c))),
             ),
-            Buckets::Map(m) => Box::new(m.iter().map(|(&b, &n)| (b, n))),
+            Buckets::Map(m) => Either::Right(m.iter().map(|(&b, &n)| (b, n))),
         }
     }
 }
