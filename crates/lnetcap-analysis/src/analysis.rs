@@ -333,6 +333,12 @@ fn limit_hits(
             effect: "open RPCs reported as partial (missing: evicted) to make room; a reply after that is unmatched",
         },
         LimitHit {
+            limit: "EMIT_DELAY_NS",
+            value: lnetcap_rpc::limits::EMIT_DELAY_NS as u64,
+            count: tracker.emitted_early(),
+            effect: "finished RPCs reported before their wait for a late inferred request was over, to make room in the open RPC index (MAX_OPEN_RPCS): such a request (after lost headers) is unmatched",
+        },
+        LimitHit {
             limit: "MAX_PEERS",
             value: lnetcap_rpc::limits::MAX_PEERS as u64,
             count: tracker.overflow_uses(),

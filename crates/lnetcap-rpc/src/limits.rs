@@ -1,9 +1,12 @@
 //! Named limits of the RPC layer.
 
-/// RPCs open at once (request seen, reply not yet): more than 16,000 clients with 8 RPCs
-/// in flight each. Past this the least recently active eighth are reported as partial
-/// (`missing: evicted`) to make room; the report lists the evictions under `limits`. An
-/// open RPC with its GET and ACK handles costs under 1 KiB (tests/adversarial.rs).
+/// RPCs held at once: open (request seen, reply not yet; more than 16,000 clients with 8
+/// RPCs in flight each) and finished ones waiting out `EMIT_DELAY_NS`. When it is full the
+/// finished ones are reported first, complete, the longest waiting first (the report counts
+/// them under `limits` as `EMIT_DELAY_NS`); if too few are finished, the least recently
+/// active eighth are reported as partial (`missing: evicted`) to make room, and the report
+/// lists the evictions under `limits`. An open RPC with its GET and ACK handles costs under
+/// 1 KiB (tests/adversarial.rs).
 pub const MAX_OPEN_RPCS: usize = 1 << 17;
 
 /// NIDs whose text form (`10.0.1.1@tcp`) is kept for the RPC records: formatting a NID

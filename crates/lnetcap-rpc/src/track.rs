@@ -571,6 +571,9 @@ pub struct Tracker {
     cut: HashMap<(Nid, Nid), cut::CutPair>,
     /// RPCs evicted from a full open index (see `evict_oldest`).
     evicted: u64,
+    /// Finished RPCs reported before their emit delay was over, to make room in a full
+    /// open index (see `make_room`).
+    emitted_early: u64,
     /// Folded connections forgotten so far (see `forget_folded`).
     forgotten: usize,
     /// Uses of the untracked pairs' aggregate (see `peer`).
@@ -637,6 +640,7 @@ impl Tracker {
             capture_points: HashMap::new(),
             cut: HashMap::new(),
             evicted: 0,
+            emitted_early: 0,
             overflow_uses: 0,
             nid_names: HashMap::new(),
             peer_memo: None,
@@ -848,8 +852,28 @@ impl Tracker {
         }
     }
 
-    /// The open RPC index is full: the eighth least recently active are reported as
-    /// partial (`evicted`), in one pass so that a flood of requests never answered costs
+    /// The open RPC index is full. Finished RPCs waiting out their emit delay make room
+    /// first: reported at once, complete, the longest waiting first, down to seven
+    /// eighths of the index (the room an eviction makes). A busy metadata server finishes
+    /// more RPCs within `EMIT_DELAY_NS` than the index holds (13,000 a second fill it),
+    /// and evicting them would report complete RPCs as partial. Only when too few are
+    /// finished are unfinished ones evicted ([`Tracker::evict_oldest`]).
+    fn make_room(&mut self, out: &mut Vec<RpcRecord>) {
+        let room = MAX_OPEN_RPCS - MAX_OPEN_RPCS / 8;
+        while self.by_key.len() > room {
+            let Some((_, i, id)) = self.settling.pop_front() else { break };
+            if self.slots[i].as_ref().is_some_and(|o| o.rec.id == id) {
+                self.emitted_early += 1;
+                self.close(i, out, None);
+            }
+        }
+        if self.by_key.len() >= MAX_OPEN_RPCS {
+            self.evict_oldest(out);
+        }
+    }
+
+    /// The open RPC index is full and no RPC in it is finished: the eighth least
+    /// recently active are reported as partial (`evicted`), in one pass so that a flood of requests never answered costs
     /// a scan per MAX_OPEN_RPCS / 8 requests, not per request.
     fn evict_oldest(&mut self, out: &mut Vec<RpcRecord>) {
         let mut open: Vec<(i64, usize)> =
@@ -907,9 +931,15 @@ impl Tracker {
         self.evicted
     }
 
+    /// Finished RPCs reported before `EMIT_DELAY_NS` was over because the open RPC index
+    /// was full.
+    pub fn emitted_early(&self) -> u64 {
+        self.emitted_early
+    }
+
     fn new_rpc(&mut self, kind: Kind, key: Key, m: &Message, out: &mut Vec<RpcRecord>) -> usize {
         if self.by_key.len() >= MAX_OPEN_RPCS {
-            self.evict_oldest(out);
+            self.make_room(out);
         }
         let rec = Draft { id: self.next_id, xid: Some(Hex(key.2)), first_frame: m.first.frame, ..Draft::default() };
         self.next_id += 1;
