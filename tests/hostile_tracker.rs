@@ -23,6 +23,12 @@ fn msg(src: &str, dst: &str, t: u32, d: LnetDetail, payload: &[u8], zc_cookie: u
     v
 }
 
+/// An OBD_PING request or reply's PtlRPC message, with match bits `mbits`.
+fn ptlrpc(pb_type: u32, mbits: u64) -> Vec<u8> {
+    PtlrpcEmit { pb_type, pb_version: 0x0003_0003, opc: 400, mbits, extra_buflens: vec![208], ..Default::default() }
+        .emit()
+}
+
 /// The hostile conversation, one message per TCP segment, 1 ms apart, made as it is read
 /// (nothing of it is held in memory). Message `k` of `PINGS` pings, then `ZC` zero-copy
 /// PUTs, then `RPCS` requests whose replies ask for an LNet ACK that never comes.
@@ -73,27 +79,12 @@ impl Hostile {
         if k < 2 * RPCS {
             let xid = 0x1000 + (k / 2) * 8;
             if k % 2 == 0 {
-                let req = PtlrpcEmit {
-                    pb_type: PTL_RPC_MSG_REQUEST,
-                    pb_version: 0x0003_0003,
-                    opc: 400,
-                    mbits: xid,
-                    extra_buflens: vec![208],
-                    ..Default::default()
-                }
-                .emit();
+                let req = ptlrpc(PTL_RPC_MSG_REQUEST, xid);
                 let d = LnetDetail::Put { ack_wmd: Wmd::NONE, match_bits: xid, hdr_data: 0, ptl_index: 12, offset: 0 };
                 return Some((0, msg(c, s, LNET_PUT, d, &req, 0)));
             }
             // The reply asks for an LNet ACK (an ACK handle) that never comes.
-            let rep = PtlrpcEmit {
-                pb_type: PTL_RPC_MSG_REPLY,
-                pb_version: 0x0003_0003,
-                opc: 400,
-                extra_buflens: vec![208],
-                ..Default::default()
-            }
-            .emit();
+            let rep = ptlrpc(PTL_RPC_MSG_REPLY, 0);
             let w = Wmd { interface: 2, object: xid };
             let d = LnetDetail::Put { ack_wmd: w, match_bits: xid, hdr_data: 0, ptl_index: 10, offset: 0 };
             return Some((1, msg(s, c, LNET_PUT, d, &rep, 0)));
@@ -157,4 +148,100 @@ fn tracker_indexes_stay_bounded_under_a_million_open_handles() {
     let p = fa.pipeline().summary();
     assert_eq!(p.messages_by_kind.values().sum::<u64>(), PINGS + ZC + 2 * RPCS, "every message decoded");
     eprintln!("peak live entries: {peak:?}");
+}
+
+/// RPCs of the second test: `ANSWERED` complete ones (request, then a reply asking for no
+/// ACK), then `STUCK` requests never answered, one message every microsecond (all within
+/// `EMIT_DELAY_NS`, so every finished RPC is still held when the open index fills).
+const ANSWERED: u64 = 20_000;
+const STUCK: u64 = 140_000;
+
+/// Step `k` of that conversation (after the connreq and HELLOs of steps 0 and 1).
+fn busy_step(k: u64) -> Option<(usize, Vec<u8>)> {
+    let (c, s) = (CLIENT, SERVER);
+    match k {
+        0 => {
+            let mut a = Connreq::emit(&nid(s));
+            a.extend(hello(c, s));
+            return Some((0, a));
+        }
+        1 => return Some((1, hello(s, c))),
+        _ => {}
+    }
+    let k = k - 2;
+    let (xid, reply) = match k {
+        k if k < 2 * ANSWERED => (0x1000 + k / 2 * 8, k % 2 == 1),
+        k if k < 2 * ANSWERED + STUCK => (0x1000 + (ANSWERED + k - 2 * ANSWERED) * 8, false),
+        _ => return None,
+    };
+    let pb_type = if reply { PTL_RPC_MSG_REPLY } else { PTL_RPC_MSG_REQUEST };
+    let body = ptlrpc(pb_type, xid);
+    let ptl_index = if reply { 10 } else { 12 };
+    let d = LnetDetail::Put { ack_wmd: Wmd::NONE, match_bits: xid, hdr_data: 0, ptl_index, offset: 0 };
+    Some(if reply { (1, msg(s, c, LNET_PUT, d, &body, 0)) } else { (0, msg(c, s, LNET_PUT, d, &body, 0)) })
+}
+
+/// Keeps every RPC record.
+#[derive(Default)]
+struct Records(Vec<lnetcap_rpc::RpcRecord>);
+
+impl lnetcap_analysis::Sink for Records {
+    fn rpc(&mut self, _file: &str, r: &mut lnetcap_rpc::RpcRecord) -> anyhow::Result<()> {
+        self.0.push(r.clone());
+        Ok(())
+    }
+}
+
+/// The open RPC index (`MAX_OPEN_RPCS`) fills with requests a stuck server never answers
+/// while finished RPCs wait out their emit delay in it: the finished ones make room first,
+/// reported complete; only then are the idlest unanswered ones evicted as partial. (The
+/// eviction alone took the finished ones first, as the least recently active, and
+/// reported complete RPCs as partial.)
+#[test]
+fn a_full_open_index_reports_finished_rpcs_before_it_evicts() {
+    use lnetcap_rpc::limits::{MAX_FINISHED_RPCS, MAX_OPEN_RPCS};
+    assert!(ANSWERED as usize <= MAX_FINISHED_RPCS, "every finished RPC is held");
+    assert!((ANSWERED + STUCK) as usize > MAX_OPEN_RPCS + MAX_OPEN_RPCS / 8, "the index fills twice");
+    let cfg = AnalysisConfig::default();
+    let mut fa = FileAnalysis::new("busy", &cfg);
+    let mut sink = Records::default();
+    let (mut events, mut seq, mut k) = (Vec::new(), [1000u32, 2000u32], 0u64);
+    while let Some((d, payload)) = busy_step(k) {
+        let buf = tcp_packet(d, seq[d], 0, 0x08, 1000, &payload);
+        seq[d] = seq[d].wrapping_add(payload.len() as u32);
+        k += 1;
+        let pkt = Packet {
+            frame: k,
+            ts_ns: 1_700_000_000_000_000_000 + k as i64 * 1_000,
+            linktype: linktype::ETHERNET,
+            origlen: buf.len() as u32,
+            data: &buf,
+            offset: 0,
+            interface: 0,
+            shared: None,
+        };
+        assert!(fa.push(&pkt, &mut events, &mut sink).unwrap().is_none(), "frame {k}");
+        if k % 10_000 == 0 {
+            for (name, live, limit) in fa.index_sizes() {
+                assert!(live <= limit, "packet {k}: {name} holds {live} entries, limit {limit}");
+            }
+        }
+    }
+    let mut all = lnetcap_analysis::Analysis::new(cfg);
+    all.add_file(fa, true, &mut sink).unwrap();
+    let report = all.finish();
+    let limit = |name: &str| report.files[0].limits.iter().find(|h| h.limit == name).map_or(0, |h| h.count);
+    let answered = |r: &&lnetcap_rpc::RpcRecord| r.xid.is_some_and(|x| x.0 < 0x1000 + ANSWERED * 8);
+    let done: Vec<_> = sink.0.iter().filter(answered).collect();
+    assert_eq!(done.len() as u64, ANSWERED);
+    assert!(
+        done.iter().all(|r| r.missing.is_empty()),
+        "a finished RPC reported partial: {:?}",
+        done.iter().find(|r| !r.missing.is_empty())
+    );
+    assert_eq!(limit("MAX_FINISHED_RPCS"), ANSWERED, "every finished RPC made room, reported early");
+    // The second fill found no finished RPC left: an eighth of the index evicted, all of
+    // them unanswered requests.
+    assert_eq!(limit("MAX_OPEN_RPCS"), (MAX_OPEN_RPCS / 8) as u64);
+    assert_eq!(sink.0.len() as u64, ANSWERED + STUCK);
 }

@@ -333,10 +333,10 @@ fn limit_hits(
             effect: "open RPCs reported as partial (missing: evicted) to make room; a reply after that is unmatched",
         },
         LimitHit {
-            limit: "EMIT_DELAY_NS",
-            value: lnetcap_rpc::limits::EMIT_DELAY_NS as u64,
+            limit: "MAX_FINISHED_RPCS",
+            value: lnetcap_rpc::limits::MAX_FINISHED_RPCS as u64,
             count: tracker.emitted_early(),
-            effect: "finished RPCs reported before their wait for a late inferred request was over, to make room in the open RPC index (MAX_OPEN_RPCS): such a request (after lost headers) is unmatched",
+            effect: "finished RPCs reported, complete, before their 10 s wait (EMIT_DELAY_NS) for a late inferred request was over, as more were held (or the open RPC index was full): such a request (after lost headers) starts an RPC of its own, reported partial",
         },
         LimitHit {
             limit: "MAX_PEERS",

@@ -26,8 +26,9 @@ use lnetcap_lnet::wire::{KsockHdr, LnetDetail, LnetHdr, Wmd};
 use lnetcap_tcp::{CapturePoint, Connection, Dir, Endpoint};
 
 use crate::limits::{
-    EMIT_DELAY_NS, MAX_ACK_HANDLES, MAX_BULK_MDS, MAX_GET_HANDLES, MAX_NID_NAMES, MAX_OPEN_RPCS, MAX_PEERS,
-    MAX_ZC_PENDING, REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS, STEP_TOLERANCE_PER_LOOP, SUSTAINED_NS,
+    EMIT_DELAY_NS, MAX_ACK_HANDLES, MAX_BULK_MDS, MAX_FINISHED_RPCS, MAX_GET_HANDLES, MAX_NID_NAMES, MAX_OPEN_RPCS,
+    MAX_PEERS, MAX_ZC_PENDING, REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS, STEP_TOLERANCE_PER_LOOP,
+    SUSTAINED_NS,
 };
 use crate::report::{IntervalRow, MessagesDirection, Missing, Phases, RpcRecord};
 use crate::stats::{regroup_index, Log2Hist, Quantiles, StepSeries};
@@ -571,8 +572,8 @@ pub struct Tracker {
     cut: HashMap<(Nid, Nid), cut::CutPair>,
     /// RPCs evicted from a full open index (see `evict_oldest`).
     evicted: u64,
-    /// Finished RPCs reported before their emit delay was over, to make room in a full
-    /// open index (see `make_room`).
+    /// Finished RPCs reported before their emit delay was over: beyond
+    /// `MAX_FINISHED_RPCS`, or to make room in a full open index (see `make_room`).
     emitted_early: u64,
     /// Folded connections forgotten so far (see `forget_folded`).
     forgotten: usize,
@@ -931,8 +932,8 @@ impl Tracker {
         self.evicted
     }
 
-    /// Finished RPCs reported before `EMIT_DELAY_NS` was over because the open RPC index
-    /// was full.
+    /// Finished RPCs reported before `EMIT_DELAY_NS` was over: more than
+    /// `MAX_FINISHED_RPCS` were held, or the open RPC index was full.
     pub fn emitted_early(&self) -> u64 {
         self.emitted_early
     }
@@ -1492,6 +1493,7 @@ impl Tracker {
     pub fn index_sizes(&self) -> Vec<(&'static str, usize, usize)> {
         vec![
             ("open_rpcs", self.by_key.len(), MAX_OPEN_RPCS),
+            ("finished_rpcs", self.settling.len(), MAX_FINISHED_RPCS),
             ("get_handles", self.gets.len(), MAX_GET_HANDLES),
             ("ack_handles", self.acks.len(), MAX_ACK_HANDLES),
             ("zc_pending", self.zc_pending.len(), MAX_ZC_PENDING),
@@ -1593,13 +1595,17 @@ impl Tracker {
         }
     }
 
+    /// Reports the finished RPCs whose delay is over, and the longest held beyond
+    /// `MAX_FINISHED_RPCS` (counted as reported early).
     fn emit_settled(&mut self, out: &mut Vec<RpcRecord>) {
         while let Some(&(ready, i, id)) = self.settling.front() {
-            if ready > self.now_ns {
+            let early = ready > self.now_ns;
+            if early && self.settling.len() <= MAX_FINISHED_RPCS {
                 break;
             }
             self.settling.pop_front();
             if self.slots[i].as_ref().is_some_and(|o| o.rec.id == id) {
+                self.emitted_early += u64::from(early);
                 self.close(i, out, None);
             }
         }
