@@ -339,6 +339,12 @@ fn limit_hits(
             effect: "finished RPCs reported, complete, before their 10 s wait (EMIT_DELAY_NS) for a late inferred request was over, as more were held (or the open RPC index was full): such a request (after lost headers) starts an RPC of its own, reported partial",
         },
         LimitHit {
+            limit: "MAX_PENDING_STEPS",
+            value: lnetcap_rpc::limits::MAX_PENDING_STEPS as u64,
+            count: tracker.steps_applied_early(),
+            effect: "steps of a pair's series of LNet messages (and of RPCs: MAX_PENDING_RPC_STEPS) in flight applied before their 30 s reorder horizon (REORDER_HORIZON_NS) had passed, as more were held: a step that came later for an earlier time counted at the time reached",
+        },
+        LimitHit {
             limit: "MAX_PEERS",
             value: lnetcap_rpc::limits::MAX_PEERS as u64,
             count: tracker.overflow_uses(),

@@ -22,6 +22,20 @@ pub const RPC_IDLE_TIMEOUT_NS: i64 = 600 * 1_000_000_000;
 /// reported (its last byte): the reorder horizon of the in-flight step functions.
 pub const REORDER_HORIZON_NS: i64 = 30 * 1_000_000_000;
 
+/// Steps a pair's series of LNet messages in flight (each way) holds while they wait out
+/// `REORDER_HORIZON_NS`: two a message, 1 MiB. 30 s of a pair exchanging more than 1,092
+/// messages a second held more: memory grew with the rate (48 MiB a series at 50,000 a
+/// second, 16 MiB at 9,000). Past it the earliest are applied at once; a step that comes
+/// later for a time before them counts at the time reached (the report counts the steps
+/// applied early under `limits`). A message's steps come as it is reported, late by its
+/// own duration at most: 65,536 steps are 3.5 s at 9,000 messages a second.
+pub const MAX_PENDING_STEPS: usize = 1 << 16;
+
+/// The same for a pair's series of RPCs in flight: an RPC's end is stepped when it is
+/// reported, at most `MAX_FINISHED_RPCS` finished RPCs (and their steps) late, so it
+/// holds eight times that (4 MiB).
+pub const MAX_PENDING_RPC_STEPS: usize = 8 * MAX_FINISHED_RPCS;
+
 /// Bulk match bits are searched at most this far above an RPC's XID when the request's
 /// pb_mbits was not captured (a 1 MiB LNet message per MD, at most 256 MDs per RPC).
 pub const MAX_BULK_MDS: u64 = 256;

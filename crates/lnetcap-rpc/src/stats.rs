@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BinaryHeap};
 use lnetcap_tcp::headvec::HeadVec;
 use serde::Serialize;
 
+use crate::limits::MAX_PENDING_STEPS;
+
 pub use lnetcap_tcp::stats::Quantiles;
 
 /// Lustre's linear histogram (`lprocfs_oh_tally`): bucket = value, capped at 31.
@@ -104,6 +106,11 @@ fn join(run: &mut Run, s: (i64, i64)) -> bool {
 }
 
 impl StepQueue {
+    /// Steps held.
+    fn len(&self) -> usize {
+        self.run.live().len() + self.behind.live().len() + self.late.len()
+    }
+
     fn push(&mut self, s: (i64, i64)) {
         if !join(&mut self.run, s) && !join(&mut self.behind, s) {
             self.late.push(Reverse(s));
@@ -180,7 +187,14 @@ pub struct StepSeries {
     interval_ns: i64,
     intervals: BTreeMap<i64, (f64, i64, i64)>,
     tolerance_ns: i64,
+    /// Steps it holds at most ([`StepSeries::with_cap`]).
+    cap: usize,
+    /// Steps applied before their watermark, more than `cap` being held.
+    pub applied_early: u64,
 }
+
+/// Steps a series holds unless told ([`MAX_PENDING_STEPS`]; a few in tests).
+const PENDING_CAP: usize = if cfg!(test) { 64 } else { MAX_PENDING_STEPS };
 
 impl StepSeries {
     /// A series summarised per `interval_ns`.
@@ -195,7 +209,16 @@ impl StepSeries {
             at_increase: LinearHist::default(),
             interval_ns: interval_ns.max(1),
             intervals: BTreeMap::new(),
+            cap: PENDING_CAP,
+            applied_early: 0,
         }
+    }
+
+    /// Holds at most `cap` steps (at least one): past that the earliest are applied
+    /// before their watermark (`applied_early`).
+    pub fn with_cap(mut self, cap: usize) -> Self {
+        self.cap = cap.max(1);
+        self
     }
 
     /// Times reconstructed from another vantage point carry an error of a few hundred µs; a
@@ -283,15 +306,25 @@ impl StepSeries {
     }
 
     /// Applies every step at or before `watermark` (steps are sorted by time; at equal times
-    /// decreases go first, so a slot freed and reused at one instant does not count twice).
-    /// The time at each level and the interval summaries accumulate in `Pending` and are
-    /// written to the maps once per call (the same sums, added in the same order).
+    /// decreases go first, so a slot freed and reused at one instant does not count twice),
+    /// and the earliest beyond its cap held (`applied_early`). The time at each
+    /// level and the interval summaries accumulate in `Pending` and are written to the maps
+    /// once per call (the same sums, added in the same order).
     pub fn advance(&mut self, watermark: i64) {
-        if self.steps.peek().is_none_or(|(t, _)| t > watermark) {
+        let mut over = self.steps.len().saturating_sub(self.cap);
+        if over == 0 && self.steps.peek().is_none_or(|(t, _)| t > watermark) {
             return;
         }
         let mut acc = Pending::default();
-        while let Some((t, delta)) = self.steps.pop_upto(watermark) {
+        loop {
+            let next = if over > 0 {
+                over -= 1;
+                self.steps.pop_upto(i64::MAX)
+            } else {
+                self.steps.pop_upto(watermark)
+            };
+            let Some((t, delta)) = next else { break };
+            self.applied_early += u64::from(t > watermark);
             if let Some(l) = self.last_t {
                 self.account(&mut acc, l, t);
             }
@@ -442,6 +475,32 @@ mod tests {
             proptest::prop_assert_eq!(got, intervals);
         }
 
+        /// Steps that come in time order, applied with watermarks anywhere behind them (far
+        /// behind: more than `PENDING_CAP` wait, and the earliest are applied early), sum as
+        /// the reference: no step comes later for a time before those applied, so applying
+        /// them early changes nothing, and the queue never holds more than the cap.
+        #[test]
+        fn test_steps_in_order_applied_early_sum_as_the_reference(
+            gaps in proptest::collection::vec((0i64..40_000, proptest::sample::select(vec![-1i64, 1, 1, 3])), 0..400),
+            lags in proptest::collection::vec(0i64..3_000_000, 1..8),
+        ) {
+            let interval_ns = 250_000;
+            let mut s = StepSeries::new(interval_ns);
+            let (mut t, mut steps) = (0i64, Vec::new());
+            for (k, &(gap, d)) in gaps.iter().enumerate() {
+                t += gap;
+                steps.push((t, d));
+                s.push(t, d);
+                s.advance(t - lags[k % lags.len()]);
+                proptest::prop_assert!(s.steps.len() <= PENDING_CAP);
+            }
+            s.finish();
+            let (time_at, intervals) = reference(&steps, interval_ns);
+            proptest::prop_assert_eq!(&s.time_at, &time_at);
+            let got: Vec<Interval> = s.intervals.iter().map(|(&i, &e)| (i, e.0, e.1, e.2)).collect();
+            proptest::prop_assert_eq!(got, intervals);
+        }
+
         /// The step queue gives back any pushes in sorted order, as a heap would: steps in
         /// order, a few places out of it, in a second ordered stream far behind, anywhere,
         /// and ties, popped in between.
@@ -478,6 +537,35 @@ mod tests {
             proptest::prop_assert_eq!(q.peek(), None);
             proptest::prop_assert_eq!(q.pop_upto(i64::MAX), None);
         }
+    }
+
+    /// Past the cap the earliest steps are applied before the watermark and counted; a
+    /// step that comes later for a time before them counts at the time reached.
+    #[test]
+    fn test_a_full_series_applies_its_earliest_steps_early() {
+        let mut s = StepSeries::new(1_000);
+        // 74 intervals [100k, 100k + 50): 148 steps, 84 over the cap of 64.
+        for k in 0..PENDING_CAP as i64 / 2 + 42 {
+            s.push_interval(100 * k, 100 * k + 50);
+        }
+        s.advance(i64::MIN);
+        assert_eq!(s.steps.len(), PENDING_CAP);
+        assert_eq!(s.applied_early, 84);
+        // The first 42 intervals applied whole, the last ending at 4,150.
+        assert_eq!((s.level(), s.max), (0, 1));
+        assert_eq!(s.time_at.get(&1), Some(&(42 * 50)));
+        // A step for time 120 comes after the series reached 4,150: the earliest held, it
+        // is applied at once (65 held), and level 1 counts from 4,150.
+        s.push(120, 1);
+        s.advance(i64::MIN);
+        assert_eq!(s.applied_early, 85);
+        assert_eq!(s.level(), 1);
+        s.finish();
+        // The other 32 intervals on top of it: level 2 for 50 each, level 1 for the 50
+        // before each of them.
+        assert_eq!(s.time_at.get(&1), Some(&(42 * 50 + 32 * 50)));
+        assert_eq!(s.time_at.get(&2), Some(&(32 * 50)));
+        assert_eq!(s.max, 2);
     }
 
     #[test]

@@ -27,8 +27,8 @@ use lnetcap_tcp::{CapturePoint, Connection, Dir, Endpoint};
 
 use crate::limits::{
     EMIT_DELAY_NS, MAX_ACK_HANDLES, MAX_BULK_MDS, MAX_FINISHED_RPCS, MAX_GET_HANDLES, MAX_NID_NAMES, MAX_OPEN_RPCS,
-    MAX_PEERS, MAX_ZC_PENDING, REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS, STEP_TOLERANCE_PER_LOOP,
-    SUSTAINED_NS,
+    MAX_PEERS, MAX_PENDING_RPC_STEPS, MAX_ZC_PENDING, REORDER_HORIZON_NS, RPC_IDLE_TIMEOUT_NS, STEP_TOLERANCE_NS,
+    STEP_TOLERANCE_PER_LOOP, SUSTAINED_NS,
 };
 use crate::report::{IntervalRow, MessagesDirection, Missing, Phases, RpcRecord};
 use crate::stats::{regroup_index, Log2Hist, Quantiles, StepSeries};
@@ -404,7 +404,7 @@ impl PeerState {
             server,
             selftest: false,
             conns: Vec::new(),
-            rif: StepSeries::new(interval).with_tolerance(STEP_TOLERANCE_NS),
+            rif: StepSeries::new(interval).with_tolerance(STEP_TOLERANCE_NS).with_cap(MAX_PENDING_RPC_STEPS),
             mif: [
                 StepSeries::new(interval).with_tolerance(STEP_TOLERANCE_NS),
                 StepSeries::new(interval).with_tolerance(STEP_TOLERANCE_NS),
@@ -930,6 +930,12 @@ impl Tracker {
     /// RPCs reported as partial because the open RPC index was full.
     pub fn evicted(&self) -> u64 {
         self.evicted
+    }
+
+    /// Steps of the pairs' in-flight series applied before `REORDER_HORIZON_NS` had passed,
+    /// more than `MAX_PENDING_STEPS` (`MAX_PENDING_RPC_STEPS`) being held in a series.
+    pub fn steps_applied_early(&self) -> u64 {
+        self.peers.states.iter().flat_map(|p| [&p.rif, &p.mif[0], &p.mif[1]]).map(|s| s.applied_early).sum()
     }
 
     /// Finished RPCs reported before `EMIT_DELAY_NS` was over: more than
