@@ -156,8 +156,8 @@ fn tracker_indexes_stay_bounded_under_a_million_open_handles() {
 const ANSWERED: u64 = 20_000;
 const STUCK: u64 = 140_000;
 
-/// Step `k` of that conversation (after the connreq and HELLOs of steps 0 and 1).
-fn busy_step(k: u64) -> Option<(usize, Vec<u8>)> {
+/// The connreq and HELLOs of step 0 and 1, then `rest(k - 2)`: (direction, payload).
+fn conversation(k: u64, rest: impl Fn(u64) -> Option<(bool, u64)>) -> Option<(usize, Vec<u8>)> {
     let (c, s) = (CLIENT, SERVER);
     match k {
         0 => {
@@ -168,12 +168,8 @@ fn busy_step(k: u64) -> Option<(usize, Vec<u8>)> {
         1 => return Some((1, hello(s, c))),
         _ => {}
     }
-    let k = k - 2;
-    let (xid, reply) = match k {
-        k if k < 2 * ANSWERED => (0x1000 + k / 2 * 8, k % 2 == 1),
-        k if k < 2 * ANSWERED + STUCK => (0x1000 + (ANSWERED + k - 2 * ANSWERED) * 8, false),
-        _ => return None,
-    };
+    // A request, or a reply asking for no ACK, of XID `xid`.
+    let (reply, xid) = rest(k - 2)?;
     let pb_type = if reply { PTL_RPC_MSG_REPLY } else { PTL_RPC_MSG_REQUEST };
     let body = ptlrpc(pb_type, xid);
     let ptl_index = if reply { 10 } else { 12 };
@@ -192,21 +188,15 @@ impl lnetcap_analysis::Sink for Records {
     }
 }
 
-/// The open RPC index (`MAX_OPEN_RPCS`) fills with requests a stuck server never answers
-/// while finished RPCs wait out their emit delay in it: the finished ones make room first,
-/// reported complete; only then are the idlest unanswered ones evicted as partial. (The
-/// eviction alone took the finished ones first, as the least recently active, and
-/// reported complete RPCs as partial.)
-#[test]
-fn a_full_open_index_reports_finished_rpcs_before_it_evicts() {
-    use lnetcap_rpc::limits::{MAX_FINISHED_RPCS, MAX_OPEN_RPCS};
-    assert!(ANSWERED as usize <= MAX_FINISHED_RPCS, "every finished RPC is held");
-    assert!((ANSWERED + STUCK) as usize > MAX_OPEN_RPCS + MAX_OPEN_RPCS / 8, "the index fills twice");
+/// Feeds the conversation of `step`, a message every microsecond, holding every index to
+/// its limit every 10,000 packets; returns the records, each limit's count, and the most
+/// finished RPCs held at a check.
+fn feed(step: impl Fn(u64) -> Option<(usize, Vec<u8>)>) -> (Vec<lnetcap_rpc::RpcRecord>, impl Fn(&str) -> u64, usize) {
     let cfg = AnalysisConfig::default();
     let mut fa = FileAnalysis::new("busy", &cfg);
     let mut sink = Records::default();
-    let (mut events, mut seq, mut k) = (Vec::new(), [1000u32, 2000u32], 0u64);
-    while let Some((d, payload)) = busy_step(k) {
+    let (mut events, mut seq, mut k, mut finished) = (Vec::new(), [1000u32, 2000u32], 0u64, 0);
+    while let Some((d, payload)) = step(k) {
         let buf = tcp_packet(d, seq[d], 0, 0x08, 1000, &payload);
         seq[d] = seq[d].wrapping_add(payload.len() as u32);
         k += 1;
@@ -224,24 +214,74 @@ fn a_full_open_index_reports_finished_rpcs_before_it_evicts() {
         if k % 10_000 == 0 {
             for (name, live, limit) in fa.index_sizes() {
                 assert!(live <= limit, "packet {k}: {name} holds {live} entries, limit {limit}");
+                if name == "finished_rpcs" {
+                    finished = finished.max(live);
+                }
             }
         }
     }
     let mut all = lnetcap_analysis::Analysis::new(cfg);
     all.add_file(fa, true, &mut sink).unwrap();
     let report = all.finish();
-    let limit = |name: &str| report.files[0].limits.iter().find(|h| h.limit == name).map_or(0, |h| h.count);
+    let hits: Vec<(&str, u64)> = report.files[0].limits.iter().map(|h| (h.limit, h.count)).collect();
+    let limit = move |name: &str| hits.iter().find(|h| h.0 == name).map_or(0, |h| h.1);
+    (sink.0, limit, finished)
+}
+
+/// The open RPC index (`MAX_OPEN_RPCS`) fills with requests a stuck server never answers
+/// while finished RPCs wait out their emit delay in it: the finished ones make room first,
+/// reported complete; only then are the idlest unanswered ones evicted as partial. (The
+/// eviction alone took the finished ones first, as the least recently active, and
+/// reported complete RPCs as partial.)
+#[test]
+fn a_full_open_index_reports_finished_rpcs_before_it_evicts() {
+    use lnetcap_rpc::limits::{MAX_FINISHED_RPCS, MAX_OPEN_RPCS};
+    let (max, eighth) = (MAX_OPEN_RPCS as u64, MAX_OPEN_RPCS as u64 / 8);
+    // The index fills at 20,000 finished and 111,072 stuck: 16,384 finished are reported
+    // (down to seven eighths); it fills again at 127,456 stuck: the other 3,616 finished
+    // are reported, nothing is evicted; it fills a third time at 131,072 stuck, with no
+    // finished RPC left: 16,384 stuck are evicted, and no more fill comes.
+    assert!(eighth <= ANSWERED && ANSWERED as usize <= MAX_FINISHED_RPCS, "every finished RPC is held");
+    assert!(max < STUCK && STUCK <= max + eighth, "one eviction");
+    let (records, limit, _) = feed(|k| {
+        conversation(k, |k| match k {
+            k if k < 2 * ANSWERED => Some((k % 2 == 1, 0x1000 + k / 2 * 8)),
+            k if k < 2 * ANSWERED + STUCK => Some((false, 0x1000 + (ANSWERED + k - 2 * ANSWERED) * 8)),
+            _ => None,
+        })
+    });
     let answered = |r: &&lnetcap_rpc::RpcRecord| r.xid.is_some_and(|x| x.0 < 0x1000 + ANSWERED * 8);
-    let done: Vec<_> = sink.0.iter().filter(answered).collect();
+    let done: Vec<_> = records.iter().filter(answered).collect();
     assert_eq!(done.len() as u64, ANSWERED);
-    assert!(
-        done.iter().all(|r| r.missing.is_empty()),
-        "a finished RPC reported partial: {:?}",
-        done.iter().find(|r| !r.missing.is_empty())
-    );
+    let partial = done.iter().find(|r| !r.missing.is_empty());
+    assert!(partial.is_none(), "a finished RPC reported partial: {partial:?}");
     assert_eq!(limit("MAX_FINISHED_RPCS"), ANSWERED, "every finished RPC made room, reported early");
-    // The second fill found no finished RPC left: an eighth of the index evicted, all of
-    // them unanswered requests.
-    assert_eq!(limit("MAX_OPEN_RPCS"), (MAX_OPEN_RPCS / 8) as u64);
-    assert_eq!(sink.0.len() as u64, ANSWERED + STUCK);
+    assert_eq!(limit("MAX_OPEN_RPCS"), eighth, "an eighth evicted, all unanswered requests");
+    assert_eq!(records.len() as u64, ANSWERED + STUCK);
+}
+
+/// RPCs that finish, each of a new XID, and after each seven RPCs that finish and reuse
+/// one XID: each of those reports the one before (finished, waiting out its emit delay),
+/// whose place in the queue of finished RPCs stays behind, between live ones. Those places
+/// are not finished RPCs held: with 10,001 held and up to 69,999 places of RPCs reported,
+/// none is reported early for want of room (counting the places, the code before reported
+/// the oldest live ones early once the queue passed 32,768), and the queue is trimmed to
+/// the live ones when it passes 65,536.
+#[test]
+fn reused_xids_leave_no_finished_rpc_counted_twice() {
+    use lnetcap_rpc::limits::MAX_FINISHED_RPCS;
+    const N: u64 = 10_000;
+    const REUSES: u64 = 7;
+    assert!(N as usize + 1 < MAX_FINISHED_RPCS && (N * (1 + REUSES)) as usize > 2 * MAX_FINISHED_RPCS);
+    let per = 2 * (1 + REUSES);
+    let (records, limit, finished) = feed(|k| {
+        conversation(k, |k| {
+            let xid = if k % per < 2 { 0x100_0000 + k / per * 8 } else { 0x1000 };
+            (k < per * N).then_some((k % 2 == 1, xid))
+        })
+    });
+    assert_eq!(records.len() as u64, N * (1 + REUSES));
+    assert!(records.iter().all(|r| r.missing.is_empty()), "every RPC complete");
+    assert_eq!(limit("MAX_FINISHED_RPCS"), 0, "none reported early");
+    assert!(finished as u64 <= N + 1, "{finished} finished RPCs held");
 }

@@ -3,7 +3,7 @@
 /// RPCs held at once: open (request seen, reply not yet; more than 16,000 clients with 8
 /// RPCs in flight each) and finished ones waiting out `EMIT_DELAY_NS`. When it is full the
 /// finished ones are reported first, complete, the longest waiting first (the report counts
-/// them under `limits` as `EMIT_DELAY_NS`); if too few are finished, the least recently
+/// them under `limits` as `MAX_FINISHED_RPCS`); only when none is finished, the least recently
 /// active eighth are reported as partial (`missing: evicted`) to make room, and the report
 /// lists the evictions under `limits`. An open RPC with its GET and ACK handles costs under
 /// 1 KiB (tests/adversarial.rs).
@@ -22,13 +22,14 @@ pub const RPC_IDLE_TIMEOUT_NS: i64 = 600 * 1_000_000_000;
 /// reported (its last byte): the reorder horizon of the in-flight step functions.
 pub const REORDER_HORIZON_NS: i64 = 30 * 1_000_000_000;
 
-/// Steps a pair's series of LNet messages in flight (each way) holds while they wait out
-/// `REORDER_HORIZON_NS`: two a message, 1 MiB. 30 s of a pair exchanging more than 1,092
-/// messages a second held more: memory grew with the rate (48 MiB a series at 50,000 a
-/// second, 16 MiB at 9,000). Past it the earliest are applied at once; a step that comes
-/// later for a time before them counts at the time reached (the report counts the steps
-/// applied early under `limits`). A message's steps come as it is reported, late by its
-/// own duration at most: 65,536 steps are 3.5 s at 9,000 messages a second.
+/// Steps a pair's series of LNet messages in flight (one per direction) holds while they
+/// wait out `REORDER_HORIZON_NS`: two a message, 1 MiB. A pair sending more than 1,092
+/// messages a second one way held more for 30 s: memory grew with the rate (8.6 MB of
+/// steps a series at 9,000 messages a second, 48 MB at 50,000, in vectors of up to four
+/// times that). Past it the earliest are applied at once; a step that comes later for a
+/// time before them counts at the time reached (the report counts the steps applied early
+/// under `limits`). A message's steps come as it is reported, late by its own duration at
+/// most: 65,536 steps are 3.6 s at 9,000 messages a second.
 pub const MAX_PENDING_STEPS: usize = 1 << 16;
 
 /// The same for a pair's series of RPCs in flight: an RPC's end is stepped when it is

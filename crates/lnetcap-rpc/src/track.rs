@@ -575,6 +575,9 @@ pub struct Tracker {
     /// Finished RPCs reported before their emit delay was over: beyond
     /// `MAX_FINISHED_RPCS`, or to make room in a full open index (see `make_room`).
     emitted_early: u64,
+    /// Finished RPCs held (`settling` also keeps entries of RPCs closed otherwise: a
+    /// replaced ping, a reused XID).
+    finished: usize,
     /// Folded connections forgotten so far (see `forget_folded`).
     forgotten: usize,
     /// Uses of the untracked pairs' aggregate (see `peer`).
@@ -642,6 +645,7 @@ impl Tracker {
             cut: HashMap::new(),
             evicted: 0,
             emitted_early: 0,
+            finished: 0,
             overflow_uses: 0,
             nid_names: HashMap::new(),
             peer_memo: None,
@@ -853,18 +857,18 @@ impl Tracker {
         }
     }
 
-    /// The open RPC index is full. Finished RPCs waiting out their emit delay make room
-    /// first: reported at once, complete, the longest waiting first, down to seven
-    /// eighths of the index (the room an eviction makes). A busy metadata server finishes
-    /// more RPCs within `EMIT_DELAY_NS` than the index holds (13,000 a second fill it),
-    /// and evicting them would report complete RPCs as partial. Only when too few are
-    /// finished are unfinished ones evicted ([`Tracker::evict_oldest`]).
+    /// The open RPC index is full. Finished RPCs waiting out their emit delay (up to
+    /// `MAX_FINISHED_RPCS` of them) make room first: reported at once, complete, the
+    /// longest waiting first, down to seven eighths of the index (the room an eviction
+    /// makes); as the least recently active, the eviction would take them first and report
+    /// complete RPCs as partial. Only when too few are finished are unfinished ones
+    /// evicted ([`Tracker::evict_oldest`]).
     fn make_room(&mut self, out: &mut Vec<RpcRecord>) {
         let room = MAX_OPEN_RPCS - MAX_OPEN_RPCS / 8;
         while self.by_key.len() > room {
-            let Some((_, i, id)) = self.settling.pop_front() else { break };
+            let Some((ready, i, id)) = self.settling.pop_front() else { break };
             if self.slots[i].as_ref().is_some_and(|o| o.rec.id == id) {
-                self.emitted_early += 1;
+                self.emitted_early += u64::from(ready > self.now_ns);
                 self.close(i, out, None);
             }
         }
@@ -874,8 +878,9 @@ impl Tracker {
     }
 
     /// The open RPC index is full and no RPC in it is finished: the eighth least
-    /// recently active are reported as partial (`evicted`), in one pass so that a flood of requests never answered costs
-    /// a scan per MAX_OPEN_RPCS / 8 requests, not per request.
+    /// recently active are reported as partial (`evicted`), in one pass so that a flood
+    /// of requests never answered costs a scan per MAX_OPEN_RPCS / 8 requests, not per
+    /// request.
     fn evict_oldest(&mut self, out: &mut Vec<RpcRecord>) {
         let mut open: Vec<(i64, usize)> =
             self.by_key.values().filter_map(|&i| self.slots[i].as_ref().map(|o| (o.last_ns, i))).collect();
@@ -1499,7 +1504,7 @@ impl Tracker {
     pub fn index_sizes(&self) -> Vec<(&'static str, usize, usize)> {
         vec![
             ("open_rpcs", self.by_key.len(), MAX_OPEN_RPCS),
-            ("finished_rpcs", self.settling.len(), MAX_FINISHED_RPCS),
+            ("finished_rpcs", self.finished, MAX_FINISHED_RPCS),
             ("get_handles", self.gets.len(), MAX_GET_HANDLES),
             ("ack_handles", self.acks.len(), MAX_ACK_HANDLES),
             ("zc_pending", self.zc_pending.len(), MAX_ZC_PENDING),
@@ -1598,6 +1603,13 @@ impl Tracker {
             o.settled_at = Some(now);
             let id = o.rec.id;
             self.settling.push_back((now + EMIT_DELAY_NS, i, id));
+            self.finished += 1;
+            // Entries of RPCs closed otherwise wait for their turn at the front; kept to
+            // twice the finished RPCs held.
+            if self.settling.len() > 2 * MAX_FINISHED_RPCS.max(self.finished) {
+                let slots = &self.slots;
+                self.settling.retain(|&(_, i, id)| slots[i].as_ref().is_some_and(|o| o.rec.id == id));
+            }
         }
     }
 
@@ -1606,7 +1618,7 @@ impl Tracker {
     fn emit_settled(&mut self, out: &mut Vec<RpcRecord>) {
         while let Some(&(ready, i, id)) = self.settling.front() {
             let early = ready > self.now_ns;
-            if early && self.settling.len() <= MAX_FINISHED_RPCS {
+            if early && self.finished <= MAX_FINISHED_RPCS {
                 break;
             }
             self.settling.pop_front();
@@ -1621,6 +1633,9 @@ impl Tracker {
     fn close(&mut self, i: usize, out: &mut Vec<RpcRecord>, why: Option<Missing>) {
         let Some(mut o) = self.slots[i].take() else { return };
         self.free.push(i);
+        if o.settled_at.is_some() {
+            self.finished -= 1;
+        }
         self.by_key.remove(&o.key);
         self.unindex_xid(o.key);
         if let Some(b) = o.bulkid {
