@@ -861,13 +861,13 @@ impl Tracker {
     /// `MAX_FINISHED_RPCS` of them) make room first: reported at once, complete, the
     /// longest waiting first, down to seven eighths of the index (the room an eviction
     /// makes); as the least recently active, the eviction would take them first and report
-    /// complete RPCs as partial. Only when too few are finished are unfinished ones
+    /// complete RPCs as partial. Only when none is finished are unfinished ones
     /// evicted ([`Tracker::evict_oldest`]).
     fn make_room(&mut self, out: &mut Vec<RpcRecord>) {
         let room = MAX_OPEN_RPCS - MAX_OPEN_RPCS / 8;
         while self.by_key.len() > room {
             let Some((ready, i, id)) = self.settling.pop_front() else { break };
-            if self.slots[i].as_ref().is_some_and(|o| o.rec.id == id) {
+            if resolve(&self.slots, Handle { slot: i, id }).is_some() {
                 self.emitted_early += u64::from(ready > self.now_ns);
                 self.close(i, out, None);
             }
@@ -1608,7 +1608,7 @@ impl Tracker {
             // twice the finished RPCs held.
             if self.settling.len() > 2 * MAX_FINISHED_RPCS.max(self.finished) {
                 let slots = &self.slots;
-                self.settling.retain(|&(_, i, id)| slots[i].as_ref().is_some_and(|o| o.rec.id == id));
+                self.settling.retain(|&(_, i, id)| resolve(slots, Handle { slot: i, id }).is_some());
             }
         }
     }
@@ -1622,7 +1622,7 @@ impl Tracker {
                 break;
             }
             self.settling.pop_front();
-            if self.slots[i].as_ref().is_some_and(|o| o.rec.id == id) {
+            if resolve(&self.slots, Handle { slot: i, id }).is_some() {
                 self.emitted_early += u64::from(early);
                 self.close(i, out, None);
             }
