@@ -189,9 +189,15 @@ struct ConnTrack {
 /// Peer states in the order they were made, with an index by key: the report walks them
 /// in key order, and `Tracker::peer`'s memo reaches one by its position. States are never
 /// removed: the memo's positions and its check of the number of pairs rely on it.
+///
+/// Looked up through `find`, a hash of the pair (foldhash, seeded per process): the
+/// ordered index compared two 40-byte keys at each of its levels, and `Tracker::peer`
+/// asks a dozen times per RPC, the pairs of a busy server interleaved so that its memo
+/// of the last pair misses on most of them.
 #[derive(Clone, Default)]
 struct Peers {
     index: BTreeMap<(Nid, Nid), usize>,
+    find: HashMap<(Nid, Nid), usize>,
     states: Vec<PeerState>,
 }
 
@@ -200,26 +206,35 @@ impl Peers {
         self.states.len()
     }
 
-    fn contains_key(&self, k: &(Nid, Nid)) -> bool {
-        self.index.contains_key(k)
-    }
-
     fn get(&self, k: &(Nid, Nid)) -> Option<&PeerState> {
-        self.index.get(k).map(|&i| &self.states[i])
+        self.find.get(k).map(|&i| &self.states[i])
     }
 
     fn get_mut(&mut self, k: &(Nid, Nid)) -> Option<&mut PeerState> {
-        let i = *self.index.get(k)?;
+        let i = *self.find.get(k)?;
         Some(&mut self.states[i])
+    }
+
+    /// The key the pair of `a` and `b` is kept under, (a, b) unless only (b, a) is
+    /// known, and its state's position if it is known.
+    fn lookup(&self, a: Nid, b: Nid) -> ((Nid, Nid), Option<usize>) {
+        if let Some(&i) = self.find.get(&(a, b)) {
+            return ((a, b), Some(i));
+        }
+        match self.find.get(&(b, a)) {
+            Some(&i) => ((b, a), Some(i)),
+            None => ((a, b), None),
+        }
     }
 
     /// The position of `k`'s state, made by `make` if new.
     fn position_or_insert(&mut self, k: (Nid, Nid), make: impl FnOnce() -> PeerState) -> usize {
-        if let Some(&i) = self.index.get(&k) {
+        if let Some(&i) = self.find.get(&k) {
             return i;
         }
         self.states.push(make());
         self.index.insert(k, self.states.len() - 1);
+        self.find.insert(k, self.states.len() - 1);
         self.states.len() - 1
     }
 
@@ -660,11 +675,7 @@ impl Tracker {
         if let Some(m) = self.memo_for((a, b)) {
             return m.key;
         }
-        if !self.peers.contains_key(&(a, b)) && self.peers.contains_key(&(b, a)) {
-            (b, a)
-        } else {
-            (a, b)
-        }
+        self.peers.lookup(a, b).0
     }
 
     /// The memo of the last question, if it was `asked` and no pair was added since.
@@ -697,9 +708,9 @@ impl Tracker {
                 at
             }
             _ => {
-                let key = self.peer_key(client, server);
+                let (key, found) = self.peers.lookup(client, server);
                 let (mut c, mut s) = key;
-                let overflow = self.peers.len() >= MAX_PEERS && !self.peers.contains_key(&(c, s));
+                let overflow = found.is_none() && self.peers.len() >= MAX_PEERS;
                 if overflow {
                     // Past the limit, new pairs share one state that is never reported as a
                     // pair.
@@ -707,7 +718,10 @@ impl Tracker {
                     (c, s) = OVERFLOW_PEER;
                 }
                 let interval = self.cfg.interval_ns;
-                let at = self.peers.position_or_insert((c, s), || PeerState::new(c, s, interval));
+                let at = match found {
+                    Some(at) => at,
+                    None => self.peers.position_or_insert((c, s), || PeerState::new(c, s, interval)),
+                };
                 // The same question again overflows again, unless it named the aggregate's
                 // own key (a capture can carry its NIDs), which now exists.
                 let again = overflow && key != OVERFLOW_PEER;
@@ -1175,13 +1189,8 @@ impl Tracker {
 
     /// The peer pair (client, server) for a message between two NIDs, if one is known.
     fn peer_of(&self, a: Nid, b: Nid) -> Option<(Nid, Nid)> {
-        if self.peers.contains_key(&(a, b)) {
-            Some((a, b))
-        } else if self.peers.contains_key(&(b, a)) {
-            Some((b, a))
-        } else {
-            None
-        }
+        let (key, found) = self.peers.lookup(a, b);
+        found.map(|_| key)
     }
 
     #[allow(clippy::too_many_arguments)]
