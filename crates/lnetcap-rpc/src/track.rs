@@ -190,10 +190,11 @@ struct ConnTrack {
 /// in key order, and `Tracker::peer`'s memo reaches one by its position. States are never
 /// removed: the memo's positions and its check of the number of pairs rely on it.
 ///
-/// Looked up through `find`, a hash of the pair (foldhash, seeded per process): the
-/// ordered index compared two 40-byte keys at each of its levels, and `Tracker::peer`
-/// asks a dozen times per RPC, the pairs of a busy server interleaved so that its memo
-/// of the last pair misses on most of them.
+/// Looked up through `find`, a hash of the pair (foldhash, randomly seeded; never
+/// iterated, so the order of nothing depends on it): a search of the ordered index
+/// compared pairs of NIDs node after node, and `Tracker::peer` asks a dozen times per
+/// RPC, the pairs of a busy server interleaved so that its memo of the last pair misses
+/// on most of them.
 #[derive(Clone, Default)]
 struct Peers {
     index: BTreeMap<(Nid, Nid), usize>,
