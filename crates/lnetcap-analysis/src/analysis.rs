@@ -453,9 +453,9 @@ impl Rpcs {
         self.tracker.coarsen(ns);
     }
 
-    /// Connections folded so far (parallel runs: in capture order).
-    pub(crate) fn forget_folded(&mut self, folded: &[u32]) {
-        self.tracker.forget_folded(folded);
+    /// One more connection folded (parallel runs: in capture order).
+    pub(crate) fn forget_one_folded(&mut self, id: u32) {
+        self.tracker.forget_one_folded(id);
     }
 
     pub(crate) fn emit(&mut self, name: &str, sink: &mut dyn Sink) -> anyhow::Result<()> {

@@ -499,7 +499,6 @@ struct Merge<'a> {
     spent: Vec<Vec<LnetEvent>>,
     /// Series intervals the reader reached, from the frame on.
     coarsen: VecDeque<(u64, i64)>,
-    folded: Vec<u32>,
     /// Per shard, its emptied batches, for the reader to fill again.
     spare: Vec<Vec<Batch>>,
     /// The reading thread's notices of each batch in flight, oldest first: they reach the
@@ -556,8 +555,7 @@ impl Merge<'_> {
                     self.opened += 1;
                 }
                 Out::Folded(id) => {
-                    self.folded.push(self.ids[w][id as usize]);
-                    self.state.forget_folded(&self.folded);
+                    self.state.forget_one_folded(self.ids[w][id as usize]);
                 }
                 Out::Event { mut ev, mut conn, cp } => {
                     if matches!(ev, LnetEvent::Message(_)) {
@@ -661,7 +659,6 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
         opened: 0,
         spent: (0..shards.len()).map(|_| Vec::new()).collect(),
         coarsen: VecDeque::new(),
-        folded: Vec::new(),
         spare: (0..shards.len()).map(|_| Vec::new()).collect(),
         notes: VecDeque::new(),
         pool: pool_threads,
