@@ -940,9 +940,8 @@ impl Tracker {
     /// Forgets what it kept of connections the decoder folded (they carried only setup,
     /// so no RPC or peer refers to them): `folded` is the pipeline's list of folded ids.
     pub fn forget_folded(&mut self, folded: &[u32]) {
-        for id in folded.get(self.forgotten..).unwrap_or_default() {
-            self.conns.remove(id);
-            self.capture_points.remove(id);
+        for &id in folded.get(self.forgotten..).unwrap_or_default() {
+            self.forget_conn(id);
         }
         self.forgotten = folded.len();
     }
@@ -952,9 +951,14 @@ impl Tracker {
     /// keep the list (a parallel run's merge: a list of every connection folded grew with
     /// the capture, 4 bytes each, 4 MB under a flood of a million).
     pub fn forget_one_folded(&mut self, id: u32) {
+        self.forget_conn(id);
+        self.forgotten += 1;
+    }
+
+    /// What the tracker keeps of a connection, dropped once it is folded.
+    fn forget_conn(&mut self, id: u32) {
         self.conns.remove(&id);
         self.capture_points.remove(&id);
-        self.forgotten += 1;
     }
 
     /// RPCs reported as partial because the open RPC index was full.
