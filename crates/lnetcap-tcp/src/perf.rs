@@ -319,6 +319,24 @@ pub(crate) struct DirState {
 }
 
 impl DirState {
+    /// Bounds the sent-sequence history ([`MAX_HIST`], [`HIST_TRIM_SLACK_NS`]) at capture
+    /// time `now`.
+    #[cold]
+    #[inline(never)]
+    fn trim_history(&mut self, now: i64) {
+        // Room for the entry about to be added.
+        let mut drop = (self.max_hist.len() + 1).saturating_sub(MAX_HIST);
+        if self.pending.is_empty() {
+            let keep_from = now.saturating_sub(HIST_TRIM_SLACK_NS);
+            // The entry in force at `keep_from` stays: an ACK of that time reads it.
+            while drop + 1 < self.max_hist.len() && self.max_hist[drop + 1].0 <= keep_from {
+                drop += 1;
+            }
+        }
+        self.max_hist.drain(..drop);
+        self.hist_hint = self.hist_hint.saturating_sub(drop);
+    }
+
     /// Counts a retransmitted segment [seq, end) seen at capture time `ts`, with how the
     /// sender came to resend it, and marks the first transmissions it repeats (Karn).
     fn retransmitted(&mut self, seq: u32, end: u32, ts: i64) {
@@ -476,6 +494,28 @@ fn reorder_window(me: &DirPerf, peer: &DirPerf) -> i64 {
 const MAX_TSVALS: usize = 4096;
 /// Most unacknowledged segments remembered per direction.
 const MAX_SENT: usize = 65_536;
+/// Most ACKs awaiting the look-ahead per direction (24 bytes each). They wait twice the
+/// sender's one-way delay from the capture point, half a measured loop: a loop that
+/// claims minutes (a TSval echoed late, a hostile capture) would keep minutes of ACKs.
+/// Past this the oldest is settled at once, on the sent-sequence history seen so far (its
+/// flight can only be underestimated).
+const MAX_PENDING: usize = 65_536;
+/// Most entries of the sent-sequence history per direction (16 bytes each). An ACK takes
+/// what it needs of the history when it is settled; a direction whose ACKs the capture
+/// never sees (one direction captured: `tcpdump -Q out`, asymmetric routing) grew it by
+/// an entry per data segment for the whole capture (massif, a 1.8 GB capture of one
+/// direction of the full-payload bench: 16.8 MB of a 36 MiB peak RSS, growing with the
+/// capture; 21 MiB in all with this bound). Past this the oldest entry is
+/// dropped; an ACK needing it gets no flight sample.
+const MAX_HIST: usize = 65_536;
+/// A direction with no ACK waiting drops the history older than this before the
+/// latest segment (ns), every [`HIST_TRIM_EVERY`] entries: an ACK settled later needs
+/// only the history from its own time on, and ACKs come in capture order, bar the
+/// microseconds by which packets captured on different CPUs disagree.
+const HIST_TRIM_SLACK_NS: i64 = 10_000_000;
+/// How often (entries added) a direction's history is trimmed ([`HIST_TRIM_SLACK_NS`]);
+/// MAX_HIST is a multiple of it.
+const HIST_TRIM_EVERY: usize = 64;
 
 fn after(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
@@ -591,6 +631,10 @@ fn on_data(me: &mut DirState, peer: &mut DirState, s: &SegInfo<'_>, series_ns: i
     if let Some(m) = me.snd_max {
         // Only changes: the history is a step function of time.
         if me.max_hist.back().is_none_or(|&(_, last)| last != m) {
+            // Trimmed before the push: the deque's capacity never doubles past MAX_HIST.
+            if me.max_hist.len() % HIST_TRIM_EVERY == 0 {
+                me.trim_history(s.ts);
+            }
             me.max_hist.push_back((s.ts, m));
         }
     }
@@ -655,6 +699,10 @@ fn on_ack(me: &mut DirState, peer: &mut DirState, s: &SegInfo<'_>, sack: &[(u32,
     let sacked = u32::try_from(sacked).unwrap_or(u32::MAX);
     peer.pending.push_back(PendingAck { t: s.ts, ack, wnd, sacked, recovery: peer.recover.is_some() });
     peer.pending_from = peer.pending_from.min(s.ts);
+    if peer.pending.len() > MAX_PENDING {
+        // Due now: the next settle takes the oldest ([`MAX_PENDING`]).
+        peer.pending_from = i64::MIN;
+    }
 }
 
 fn parse_opts(opts: &[u8]) -> Opts {
@@ -865,7 +913,7 @@ impl ConnPerf {
                 continue;
             }
             while let Some(&PendingAck { t, ack, wnd, sacked, recovery }) = st.pending.front() {
-                if !all && t + look > now {
+                if !all && t + look > now && st.pending.len() <= MAX_PENDING {
                     st.pending_from = t;
                     break;
                 }
@@ -1179,6 +1227,100 @@ mod tests {
         f(&mut c, 1, 30, 1, 1500, 0);
         f(&mut c, 0, 40, 1000, 1, 100);
         assert_eq!(c.dirs[0].perf.retransmits_spurious, 1);
+    }
+
+    /// One direction captured alone (no ACK of its data ever seen): the sent-sequence
+    /// history keeps what an ACK could still need, not an entry per data segment.
+    #[test]
+    fn test_history_of_a_direction_without_acks_is_trimmed() {
+        let mut c = ConnPerf::default();
+        // 1 µs apart: 10 ms of history is 10,000 entries, within MAX_HIST.
+        let us = 1_000i64;
+        for i in 0..300_000u32 {
+            let seg = SegInfo {
+                ts: i64::from(i) * us,
+                seq: i.wrapping_mul(1000),
+                ack: 1,
+                syn: false,
+                has_ack: true,
+                len: 1000,
+                window: 100,
+                options: &[],
+            };
+            c.on_segment(0, &seg);
+            c.settle(seg.ts, [0, 0], false);
+            let h = &c.dirs[0].max_hist;
+            // 10 ms of segments, and the entries added since the last trim.
+            assert!(h.len() <= 10_000 + HIST_TRIM_EVERY + 1, "segment {i}: {} entries", h.len());
+            assert!(c.dirs[0].hist_hint <= h.len());
+        }
+        let h = &c.dirs[0].max_hist;
+        let (first, last) = (h.front().unwrap().0, h.back().unwrap().0);
+        assert_eq!(last, 299_999 * us);
+        // The entry in force 10 ms before the last trim is the first kept.
+        assert!(last - first <= HIST_TRIM_SLACK_NS + HIST_TRIM_EVERY as i64 * us, "{first} {last}");
+        assert!(last - first >= HIST_TRIM_SLACK_NS, "{first} {last}");
+        // The ACKs this direction's segments carry (of the peer's data, none) are settled.
+        assert!(c.dirs[1].pending.is_empty());
+    }
+
+    /// A history within the slack but longer than MAX_HIST (10 ns apart): capped, and the
+    /// deque's capacity with it.
+    #[test]
+    fn test_history_is_capped() {
+        let mut c = ConnPerf::default();
+        for i in 0..200_000u32 {
+            let ts = i64::from(i) * 10;
+            let seg =
+                SegInfo { ts, seq: i * 100, ack: 1, syn: false, has_ack: true, len: 100, window: 100, options: &[] };
+            c.on_segment(0, &seg);
+            c.settle(ts, [0, 0], false);
+        }
+        let h = &c.dirs[0].max_hist;
+        assert_eq!(h.len(), MAX_HIST);
+        assert!(h.capacity() <= MAX_HIST, "{}", h.capacity());
+        assert_eq!(h.back().map(|e| e.1), Some(200_000 * 100));
+    }
+
+    /// A look-ahead of hours (a loop that claims so): the ACKs waiting for it stay within
+    /// MAX_PENDING, the oldest settled on the history seen so far; none is lost.
+    #[test]
+    fn test_acks_awaiting_a_huge_look_ahead_are_bounded() {
+        let mut c = ConnPerf::default();
+        let hour = 3_600_000_000_000i64;
+        let n = MAX_PENDING as u32 + 10_000;
+        for i in 0..n {
+            let t = i64::from(i) * 1_000;
+            // Data from direction 0, acknowledged at once by direction 1.
+            let data =
+                SegInfo { ts: t, seq: i * 100, ack: 1, syn: false, has_ack: true, len: 100, window: 100, options: &[] };
+            c.on_segment(0, &data);
+            c.settle(t, [hour, hour], false);
+            let ack = SegInfo {
+                ts: t + 500,
+                seq: 1,
+                ack: (i + 1) * 100,
+                syn: false,
+                has_ack: true,
+                len: 0,
+                window: 100,
+                options: &[],
+            };
+            c.on_segment(1, &ack);
+            c.settle(t + 500, [hour, hour], false);
+            assert!(c.dirs[0].pending.len() <= MAX_PENDING, "ACK {i}: {}", c.dirs[0].pending.len());
+        }
+        // The ACKs past the bound were settled early, each on the history up to the ACK
+        // that pushed it out, MAX_PENDING ACKs (of 100 bytes each) later.
+        let early: u32 = c.dirs[0].perf.flight_series.values().map(|b| b.samples).sum();
+        assert_eq!(early, 10_000);
+        assert_eq!(c.dirs[0].perf.inflight_max, MAX_PENDING as u64 * 100);
+        c.settle(i64::from(n) * 1_000, [hour, hour], true);
+        let all: u32 = c.dirs[0].perf.flight_series.values().map(|b| b.samples).sum();
+        assert_eq!(all, n);
+        assert!(c.dirs[0].pending.is_empty());
+        // The rest, at the end, on the whole history: ACK 10,000 had the most in flight.
+        assert_eq!(c.dirs[0].perf.inflight_max, MAX_PENDING as u64 * 100);
     }
 
     /// A capture next to the receiver (direction 1): the receiver's ACKs come 0.1 ms after
