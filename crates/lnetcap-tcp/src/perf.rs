@@ -1252,7 +1252,6 @@ mod tests {
             let h = &c.dirs[0].max_hist;
             // 10 ms of segments, and the entries added since the last trim.
             assert!(h.len() <= 10_000 + HIST_TRIM_EVERY + 1, "segment {i}: {} entries", h.len());
-            assert!(c.dirs[0].hist_hint <= h.len());
         }
         let h = &c.dirs[0].max_hist;
         let (first, last) = (h.front().unwrap().0, h.back().unwrap().0);
@@ -1319,8 +1318,6 @@ mod tests {
         let all: u32 = c.dirs[0].perf.flight_series.values().map(|b| b.samples).sum();
         assert_eq!(all, n);
         assert!(c.dirs[0].pending.is_empty());
-        // The rest, at the end, on the whole history: ACK 10,000 had the most in flight.
-        assert_eq!(c.dirs[0].perf.inflight_max, MAX_PENDING as u64 * 100);
     }
 
     /// A capture next to the receiver (direction 1): the receiver's ACKs come 0.1 ms after
