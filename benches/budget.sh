@@ -68,9 +68,9 @@ count() {
 
 names=(decode-header analyze1-header decode-metadata analyze1-metadata)
 declare -A measured
-measured[decode-header]=$(count "$bin" decode --format jsonl "$tmp/header.pcap")
+measured[decode-header]=$(count "$bin" decode --threads 1 --format jsonl "$tmp/header.pcap")
 measured[analyze1-header]=$(count "$bin" analyze -q --threads 1 --json "$tmp/r.json" "$tmp/header.pcap")
-measured[decode-metadata]=$(count "$bin" decode --format jsonl "$tmp/metadata.pcap")
+measured[decode-metadata]=$(count "$bin" decode --threads 1 --format jsonl "$tmp/metadata.pcap")
 measured[analyze1-metadata]=$(count "$bin" analyze -q --threads 1 --json "$tmp/r.json" "$tmp/metadata.pcap")
 
 if ((update)); then

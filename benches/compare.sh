@@ -35,7 +35,9 @@
 #                 packets, 31 MB): a message in nearly every packet, the RPC tracker's load
 # Commands (the page cache is warmed with the file first, so every tool reads from memory; see
 # PAGE_CACHE below for the state of its pages):
-#   lnetcap decode --format jsonl FILE > /dev/null  every message, PtlRPC bodies decoded
+#   lnetcap decode --threads 1 --format jsonl FILE > /dev/null
+#                                                   every message, PtlRPC bodies decoded
+#   lnetcap decode --format jsonl FILE > /dev/null  the same on every core (--threads nproc)
 #   lnetcap analyze -q --threads 1 --json OUT FILE  decode + TCP behaviour + RPCs + model
 #   the two above with LNETCAP_MAP=1               full payload and metadata only (the
 #                                                   files the opt-in map maps): its effect
@@ -212,7 +214,7 @@ PY
 
 cores=$(nproc)
 # The one command of `rounds` that runs on every core (the others are pinned, see there).
-export UNPINNED=analyzeN
+export UNPINNED="analyzeN decodeN"
 printf "%-12s %-22s %9s %8s %7s %12s %7s %10s %12s %s\n" capture tool packets seconds "CPU s" packets/s GB/s "peak RSS" "vs tcptrace" "(per round: q1-q3)"
 for cap in header many full metadata; do
   f=$tmp/$cap.pcap
@@ -227,7 +229,7 @@ for cap in header many full metadata; do
   # same rounds.
   read_cmds=()
   if [[ $cap == full || $cap == metadata ]]; then
-    read_cmds=("decodeM=env LNETCAP_MAP=1 $bin decode --format jsonl $f"
+    read_cmds=("decodeM=env LNETCAP_MAP=1 $bin decode --threads 1 --format jsonl $f"
       "analyze1M=env LNETCAP_MAP=1 $bin analyze -q --threads 1 --json $tmp/out1m.json $f")
   fi
   by_core=()
@@ -239,12 +241,12 @@ for cap in header many full metadata; do
     read -r k wall rss q1 med q3 ws cpu <<<"$line"
     k=${k/\*/x}
     t[$k]=$wall m[$k]=$rss q[$k]="$med $q1 $q3" w[$k]=$ws u[$k]=$cpu
-  done < <(rounds "$r" "tcptrace=tcptrace -l -r -n $f" "decode=$bin decode --format jsonl $f" \
-    "analyze1=$bin analyze -q --threads 1 --json $tmp/out1.json $f" \
+  done < <(rounds "$r" "tcptrace=tcptrace -l -r -n $f" "decode=$bin decode --threads 1 --format jsonl $f" \
+    "decodeN=$bin decode --format jsonl $f" "analyze1=$bin analyze -q --threads 1 --json $tmp/out1.json $f" \
     "analyzeN=$bin analyze -q --json $tmp/outN.json $f" \
     "analyze1*$cores=$bin analyze -q --threads 1 --json $tmp/outP{i}.json $f" "readonly=cat $f" "${read_cmds[@]}")
-  tools=(decode analyze1 analyzeN tcptrace readonly)
-  ((${#read_cmds[@]})) && tools=(decode decodeM analyze1 analyze1M analyzeN tcptrace readonly)
+  tools=(decode decodeN analyze1 analyzeN tcptrace readonly)
+  ((${#read_cmds[@]})) && tools=(decode decodeM decodeN analyze1 analyze1M analyzeN tcptrace readonly)
   if [[ $cap == header || ${TSHARK_FULL:-0} == 1 ]]; then
     read -r _ t[tshark] m[tshark] _ _ _ _ u[tshark] < <(rounds 1 "tshark=tshark -r $f -T fields -e frame.number -e lnet.msg_type \
       -e lnet.msg_dst_match_bits -e lnet.ptl_index -e lnet.payload_length")
@@ -255,6 +257,7 @@ for cap in header many full metadata; do
     case $k in
       decode) name="lnetcap decode" ;;
       decodeM) name="  mapped (MAP=1)" ;;
+      decodeN) name="lnetcap decode ($cores)" ;;
       analyze1) name="lnetcap analyze (1)" ;;
       analyze1M) name="  mapped (MAP=1)" ;;
       analyzeN) name="lnetcap analyze ($cores)" ;;
@@ -279,6 +282,8 @@ q = lambda r, f: r[min(len(r) - 1, int(f * len(r)))]
 r = sorted(a / b for a, b in zip([${w[analyze1]}], [${w[analyzeN]}]))
 cpu = ${u[analyzeN]} / ${u[analyze1]}
 print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f), for %.2fx the CPU time' % ('$cap', 'lnetcap analyze', statistics.median(r), q(r, 0.25), q(r, 0.75), cpu))
+rd = sorted(a / b for a, b in zip([${w[decode]}], [${w[decodeN]}]))
+print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f), for %.2fx the CPU time' % ('$cap', 'lnetcap decode', statistics.median(rd), q(rd, 0.25), q(rd, 0.75), ${u[decodeN]} / ${u[decode]}))
 # The same work took far more CPU time: the host ran something else on these cores (on
 # the 2-core VM of README Speed, 1.06-1.27x in undisturbed runs, 2-2.5x in disturbed
 # ones, whose two-thread times were slower than one thread's).

@@ -80,7 +80,8 @@ caps+=("$train/header.pcap" "$train/full.pcap" "$train/metadata.pcap")
 # %4m: every run merges its counts into one of four files as it exits (online merging):
 # tens of megabytes however many runs, where a file a run would be gigabytes.
 export LLVM_PROFILE_FILE="$raw/%4m.profraw"
-cmds=("analyze -q --threads 1 --json" "analyze -q --threads 2 --json" "decode --format jsonl" "decode")
+cmds=("analyze -q --threads 1 --json" "analyze -q --threads 2 --json" "decode --threads 1 --format jsonl" "decode --threads 1"
+  "decode --threads 2 --format jsonl")
 # runs BINARY DIR: every command on every capture; run i's output (analyze's JSON report,
 # decode's stdout) to DIR/i. A capture may make analyze or decode exit 1 (a gate, a
 # finding) but never 2 or worse.

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use lnetcap_analysis::decode_source;
 use lnetcap_analysis::defaults::ACCEPTOR_PORT;
-use lnetcap_lnet::pipeline::{DecodeConfig, DecodeSummary, Pipeline};
+use lnetcap_analysis::{decode_messages, Sink};
+use lnetcap_lnet::message::Message;
+use lnetcap_lnet::pipeline::{DecodeConfig, DecodeSummary};
 use lnetcap_lnet::record::{MessageRecord, NidTexts, SCHEMA_VERSION};
-use lnetcap_lnet::LnetEvent;
-use lnetcap_tcp::{ConnId, Dir};
+use lnetcap_tcp::{ConnId, Connection, Dir};
 
 use crate::exit;
 use crate::input::{open, Stderr};
@@ -45,6 +45,11 @@ pub(crate) struct DecodeArgs {
     /// No progress bar (it is only drawn when stderr is a terminal and stdout is not).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Threads per capture (default: one per core): the reading thread and a pool of
+    /// N - 1 workers, each decoding whole connections; the output is the same for any N.
+    /// 1 decodes everything on one thread.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
 }
 
 /// `--port`, or the acceptor's port when none is given.
@@ -58,39 +63,39 @@ pub(crate) fn ports(given: &[u16]) -> Vec<u16> {
 
 pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {
     let stdout = io::stdout();
-    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut code = exit::OK;
     let multi = a.files.len() > 1;
     let progress = !a.quiet && !io::IsTerminal::is_terminal(&io::stdout());
     let mut obs = Stderr::new(progress);
+    let threads = a.threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), usize::from);
+    let mut w = Writer { out, format: a.format, file: None, sc: Scratch::default() };
     for path in &a.files {
         let name = path.display().to_string();
-        let file = multi.then_some(name.as_str());
+        w.file = multi.then(|| name.clone());
         // Decoding needs the byte streams only, not the TCP behaviour analysis.
         let cfg =
             DecodeConfig { ports: ports(&a.ports), detect: !a.no_detect, tcp_perf: false, ..DecodeConfig::default() };
-        let Some(mut reader) = open(path, false) else {
+        let Some(mut reader) = open(path, threads > 1) else {
             code = exit::INPUT;
             continue;
         };
-        let mut scratch = Scratch::default();
-        let run = decode_source(&name, &mut reader, cfg, &mut obs, |pipe, events| {
-            write_events(&mut out, pipe, events, a.format, file, &mut scratch)
-        })?;
+        // Connections are numbered again in each file.
+        w.sc = Scratch::default();
+        let run = decode_messages(&name, &mut reader, cfg, &mut obs, threads, &mut w)?;
         if !run.complete {
             code = exit::INPUT;
         }
         if !a.no_summary {
-            write_summary(&mut out, &run.pipe.summary(), a.format, file)?;
+            write_summary(&mut w.out, &run.pipe.summary(), a.format, w.file.as_deref())?;
         }
     }
-    out.flush()?;
+    w.out.flush()?;
     Ok(code)
 }
 
-/// The text of a connection direction's TCP tuple, for the connections of recent
-/// messages: a few hundred entries by connection number (a message's tuple was formatted
-/// anew for every line). A connection's number and ends never change within a capture.
+/// Connections' tuple texts ("a:port->b:port") by connection and direction, in a small
+/// direct-mapped cache: messages of one connection come in runs.
 struct Tuples {
     slots: Vec<Option<(u32, Dir, Arc<str>)>>,
 }
@@ -104,23 +109,21 @@ impl Default for Tuples {
 impl Tuples {
     const SLOTS: usize = 256;
 
-    fn get(&mut self, pipe: &Pipeline, conn: ConnId, dir: Dir) -> Arc<str> {
-        // A folded connection has no tuple any more (as without the cache).
-        let Some(c) = pipe.connection(conn) else { return Arc::default() };
-        let slot = &mut self.slots[(conn.0 as usize * 2 + dir.index()) % Self::SLOTS];
+    fn get(&mut self, conn: Option<&Connection>, id: ConnId, dir: Dir) -> Arc<str> {
+        let Some(c) = conn else { return Arc::default() };
+        let slot = &mut self.slots[(id.0 as usize * 2 + dir.index()) % Self::SLOTS];
         match slot {
-            Some((id, d, t)) if *id == conn.0 && *d == dir => t.clone(),
+            Some((i, d, t)) if *i == id.0 && *d == dir => t.clone(),
             _ => {
                 let t: Arc<str> = c.tuple(dir).into();
-                *slot = Some((conn.0, dir, t.clone()));
+                *slot = Some((id.0, dir, t.clone()));
                 t
             }
         }
     }
 }
 
-/// What writing the records reuses from message to message: the texts of tuples and NIDs,
-/// and the line being written.
+/// Buffers reused from one message to the next.
 #[derive(Default)]
 struct Scratch {
     tuples: Tuples,
@@ -129,38 +132,41 @@ struct Scratch {
     text: String,
 }
 
-fn write_events(
-    out: &mut impl Write,
-    pipe: &Pipeline,
-    events: &mut Vec<LnetEvent>,
+/// Writes each message as it comes, in the chosen format.
+struct Writer<W: Write> {
+    out: W,
     format: Format,
-    file: Option<&str>,
-    sc: &mut Scratch,
-) -> Result<()> {
-    for ev in events.drain(..) {
-        let LnetEvent::Message(m) = ev else { continue };
-        let tcp = sc.tuples.get(pipe, m.conn, m.dir);
-        let mut rec = MessageRecord::from_message_cached(&m, tcp, &mut sc.nids);
-        rec.file = file.map(str::to_string);
-        // Into a line of its own, then written whole: the record writers' many small
-        // appends cost less into a vector than through the buffered stdout.
-        match format {
+    /// The file's name when several are decoded.
+    file: Option<String>,
+    sc: Scratch,
+}
+
+impl<W: Write> Sink for Writer<W> {
+    fn wants_messages(&self) -> bool {
+        true
+    }
+
+    fn message(&mut self, _file: &str, m: &Message, conn: Option<&Connection>) -> Result<()> {
+        let sc = &mut self.sc;
+        let tcp = sc.tuples.get(conn, m.conn, m.dir);
+        let mut rec = MessageRecord::from_message_cached(m, tcp, &mut sc.nids);
+        rec.file.clone_from(&self.file);
+        match self.format {
             Format::Text => {
                 sc.text.clear();
                 rec.write_text(&mut sc.text);
                 sc.text.push('\n');
-                out.write_all(sc.text.as_bytes())?;
+                self.out.write_all(sc.text.as_bytes())?;
             }
             Format::Jsonl => {
-                // serde_json's bytes, without its dispatch per field (record/json.rs).
                 sc.json.clear();
                 rec.write_json(&mut sc.json);
                 sc.json.push(b'\n');
-                out.write_all(&sc.json)?;
+                self.out.write_all(&sc.json)?;
             }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 fn write_summary(out: &mut impl Write, s: &DecodeSummary, format: Format, file: Option<&str>) -> Result<()> {

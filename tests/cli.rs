@@ -67,6 +67,7 @@ fn help_and_usage_errors() {
     assert!(out.contains("decode") && out.contains("synth") && out.contains("Exit codes"), "{out}");
     assert_eq!(lnetcap(&["decode"]).status.code(), Some(2));
     assert_eq!(lnetcap(&["decode", "--format", "xml", "x"]).status.code(), Some(2));
+    assert_eq!(lnetcap(&["decode", "--threads", "0", "x"]).status.code(), Some(2));
     assert_eq!(lnetcap(&["frobnicate"]).status.code(), Some(2));
     let o = lnetcap(&["synth", "--help"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("lst-write"));

@@ -5,7 +5,8 @@
 //! (CSV tables, report.html) are compared; and on generated captures that coarsen the
 //! series after the last message, open connections by the thousand (past the connection
 //! limit: the same connections retired whatever the number of threads) and reorder. Three workers on two cores also checks that the
-//! merge does not depend on which worker runs first.
+//! merge does not depend on which worker runs first. `decode --threads N` is held to one
+//! thread's output on the same captures.
 
 mod common;
 
@@ -155,4 +156,53 @@ fn parallel_output_equals_single_threaded_output_on_every_capture() {
     }
     std::fs::remove_dir_all(&gen).ok();
     eprintln!("{} captures, {compared} output files compared", caps.len());
+}
+
+/// Runs `decode --format FORMAT --threads THREADS` on `capture`: (exit code, stdout,
+/// stderr).
+fn decode(capture: &Path, format: &str, threads: u32) -> (Option<i32>, Vec<u8>, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_lnetcap"))
+        .env_remove("LNETCAP_MAP")
+        .env_remove("LNETCAP_NO_MAP")
+        .arg("decode")
+        .arg(capture)
+        .args(["--format", format, "--threads", &threads.to_string(), "-q"])
+        .output()
+        .unwrap();
+    (o.status.code(), o.stdout, String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// `decode --threads N` (the parallel engine without the RPC tracker) prints what one
+/// thread prints, byte for byte: every message in the same order, the accounting summary,
+/// the notices on stderr and the exit code, on the captures the analyze comparison runs
+/// on, in both formats.
+#[test]
+fn parallel_decode_equals_single_threaded_decode_on_every_capture() {
+    let gen = common::scratch("parallel-decode-gen");
+    let mut caps = captures();
+    assert!(caps.len() >= 45, "the fixtures are there ({} captures)", caps.len());
+    caps.extend(generated(&gen));
+    caps.push(mixed_notices(&gen));
+    let (mut messages, mut busiest) = (0usize, 0usize);
+    for cap in &caps {
+        for format in ["jsonl", "text"] {
+            let one = decode(cap, format, 1);
+            assert!(matches!(one.0, Some(0 | 1)), "{} {format}: {}", cap.display(), one.2);
+            if format == "jsonl" {
+                // Message lines (the summary is the last line).
+                let n = one.1.split(|&b| b == b'\n').filter(|l| l.starts_with(b"{\"schema_version\"")).count();
+                messages += n;
+                busiest = busiest.max(n);
+            }
+            for threads in [2, 3] {
+                let many = decode(cap, format, threads);
+                assert_eq!(one.0, many.0, "{} {format} --threads {threads}: the exit code", cap.display());
+                assert!(one.1 == many.1, "{} {format} --threads {threads}: stdout differs", cap.display());
+                assert_eq!(one.2, many.2, "{} {format} --threads {threads}: the notices", cap.display());
+            }
+        }
+    }
+    // The comparison saw messages, and a capture with many of them.
+    assert!(messages > 50_000 && busiest >= 10_000, "{messages} messages, {busiest} in the busiest capture");
+    std::fs::remove_dir_all(&gen).ok();
 }

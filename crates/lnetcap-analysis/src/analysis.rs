@@ -448,22 +448,38 @@ impl Rpcs {
         Ok(())
     }
 
-    /// The series interval the pipeline reached (parallel runs: in capture order).
-    pub(crate) fn coarsen(&mut self, ns: i64) {
-        self.tracker.coarsen(ns);
-    }
-
-    /// One more connection folded (parallel runs: in capture order).
-    pub(crate) fn forget_one_folded(&mut self, id: u32) {
-        self.tracker.forget_one_folded(id);
-    }
-
     pub(crate) fn emit(&mut self, name: &str, sink: &mut dyn Sink) -> anyhow::Result<()> {
         for r in &mut self.done {
             sink.rpc(name, r)?;
         }
         self.done.clear();
         Ok(())
+    }
+}
+
+/// A parallel run's merge feeds the tracker as the single loop does, in capture order.
+impl crate::parallel::Consumer for Rpcs {
+    fn on_event(
+        &mut self,
+        name: &str,
+        ev: &LnetEvent,
+        conn: Option<&Connection>,
+        cp: Option<lnetcap_tcp::CapturePoint>,
+        sink: &mut dyn Sink,
+    ) -> anyhow::Result<()> {
+        Rpcs::on_event(self, name, ev, conn, || cp, sink)
+    }
+
+    fn emit(&mut self, name: &str, sink: &mut dyn Sink) -> anyhow::Result<()> {
+        Rpcs::emit(self, name, sink)
+    }
+
+    fn coarsen(&mut self, ns: i64) {
+        self.tracker.coarsen(ns);
+    }
+
+    fn forget_one_folded(&mut self, id: u32) {
+        self.tracker.forget_one_folded(id);
     }
 }
 

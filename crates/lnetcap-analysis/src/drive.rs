@@ -4,6 +4,8 @@ use lnetcap_capture::CaptureError;
 use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
 use lnetcap_lnet::LnetEvent;
 
+use crate::analysis::Sink;
+use crate::parallel::MessagesOnly;
 use crate::source::{Next, PacketSource};
 
 /// Packets between two progress reports.
@@ -70,6 +72,35 @@ pub fn decode_source<S: PacketSource + ?Sized>(
 ) -> anyhow::Result<Decoded> {
     let mut pipe = Pipeline::new(cfg);
     let complete = drive(name, source, &mut pipe, obs, on_events)?;
+    Ok(Decoded { pipe, complete })
+}
+
+/// A source through the decode pipeline on `threads` threads, its messages to `sink`
+/// ([`Sink::message`]) in capture order with their connections: `decode`. One thread runs
+/// [`drive`]; more run the parallel engine of `analyze` (the reading thread and a pool of
+/// `threads` − 1 workers, each owning whole connections) without the RPC tracker. Either
+/// way the messages, their order and the pipeline after the last packet are the same.
+pub fn decode_messages<S: PacketSource + ?Sized>(
+    name: &str,
+    source: &mut S,
+    cfg: DecodeConfig,
+    obs: &mut dyn Observer,
+    threads: usize,
+    sink: &mut dyn Sink,
+) -> anyhow::Result<Decoded> {
+    let mut pipe = Pipeline::new(cfg);
+    let complete = if threads > 1 {
+        crate::parallel::read(name, source, &mut pipe, &mut MessagesOnly, sink, obs, threads)?
+    } else {
+        drive(name, source, &mut pipe, obs, |pipe, events| {
+            for ev in events.drain(..) {
+                if let LnetEvent::Message(m) = &ev {
+                    sink.message(name, m, pipe.connection(m.conn))?;
+                }
+            }
+            Ok(())
+        })?
+    };
     Ok(Decoded { pipe, complete })
 }
 

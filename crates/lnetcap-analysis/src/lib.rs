@@ -4,7 +4,8 @@
 //! - [`source`]: where packets come from ([`PacketSource`]: a capture file or stream, and
 //!   next a live interface).
 //! - [`drive`]: the packet loop, written once: a source through the decode pipeline, with
-//!   warnings and progress told to an [`Observer`].
+//!   warnings and progress told to an [`Observer`]; [`decode_messages`] gives `decode`
+//!   the messages of a source read on one thread or several (parallel.rs, no tracker).
 //! - [`analysis`]: [`Analysis`] turns sources into a [`Report`]; finished RPCs and decoded
 //!   messages stream to a [`Sink`] as they come; [`FileAnalysis`] is the same per packet.
 //!   With `AnalysisConfig::threads` > 1 a source read to its end runs on worker threads
@@ -28,7 +29,7 @@ pub mod report;
 pub mod source;
 
 pub use analysis::{Analysis, AnalysisConfig, FileAnalysis, FileOutcome, NoSink, Sink, Snapshot};
-pub use drive::{decode_source, drive_piece, Decoded, Notice, Observer, Quiet};
+pub use drive::{decode_messages, decode_source, drive_piece, Decoded, Notice, Observer, Quiet};
 pub use report::{
     BindingLimit, ConnectionEntry, DirectionEntry, DirectionInterval, DirectionTcp, FileReport, FitPoint, Fits,
     IntervalModel, LimitHit, LiveCapture, ModelReport, PeerEntry, ReadPoint, Report, REPORT_SCHEMA_VERSION,

@@ -55,7 +55,7 @@ use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
 use lnetcap_lnet::{LnetEvent, Message};
 use lnetcap_tcp::{partition_of, CapturePoint, ConnId, Connection, Stamp};
 
-use crate::analysis::{Rpcs, Sink};
+use crate::analysis::Sink;
 use crate::drive::{packet_warnings, record_warnings, warnings, Notice, Observer, PROGRESS_EVERY_PACKETS, RUN_RECORDS};
 use crate::source::{Next, PacketSource};
 
@@ -485,11 +485,54 @@ fn trimmed(mut b: Batch, shards: usize) -> Batch {
     b
 }
 
-/// The calling thread's side: connection numbering, the tracker, the sink.
+/// What the merge feeds the events of a parallel run to, in capture order: the RPC
+/// tracker of `analyze` (`Rpcs`), or the messages alone for `decode` ([`MessagesOnly`]).
+pub(crate) trait Consumer {
+    /// One event, with its connection and, while the handshake gave none, the capture
+    /// point the TCP loops give it.
+    fn on_event(
+        &mut self,
+        name: &str,
+        ev: &LnetEvent,
+        conn: Option<&Connection>,
+        cp: Option<CapturePoint>,
+        sink: &mut dyn Sink,
+    ) -> anyhow::Result<()>;
+    /// The end of a frame's events: what they finished goes to the sink.
+    fn emit(&mut self, _name: &str, _sink: &mut dyn Sink) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// The series interval the pipeline reached.
+    fn coarsen(&mut self, _ns: i64) {}
+    /// One more connection folded.
+    fn forget_one_folded(&mut self, _id: u32) {}
+}
+
+/// The messages to the sink, nothing else (`decode`): no RPC tracker.
+#[derive(Debug, Default)]
+pub(crate) struct MessagesOnly;
+
+impl Consumer for MessagesOnly {
+    fn on_event(
+        &mut self,
+        name: &str,
+        ev: &LnetEvent,
+        conn: Option<&Connection>,
+        _cp: Option<CapturePoint>,
+        sink: &mut dyn Sink,
+    ) -> anyhow::Result<()> {
+        match ev {
+            LnetEvent::Message(m) => sink.message(name, m, conn),
+            LnetEvent::Framing { .. } => Ok(()),
+        }
+    }
+}
+
+/// The calling thread's side: connection numbering, the consumer (the tracker), the sink.
 struct Merge<'a> {
     name: &'a str,
     obs: &'a mut dyn Observer,
-    state: &'a mut Rpcs,
+    state: &'a mut dyn Consumer,
     sink: &'a mut dyn Sink,
     /// Per shard, its connection ids → the run's.
     ids: Vec<Vec<u32>>,
@@ -569,7 +612,7 @@ impl Merge<'_> {
                     if let Some(c) = conn.as_mut() {
                         c.id = ConnId(ids[c.id.0 as usize]);
                     }
-                    self.state.on_event(self.name, &ev, conn.as_ref(), || cp, self.sink)?;
+                    self.state.on_event(self.name, &ev, conn.as_ref(), cp, self.sink)?;
                     self.spent[w].push(ev);
                 }
             }
@@ -625,7 +668,7 @@ pub(crate) fn read<S: PacketSource + ?Sized>(
     name: &str,
     source: &mut S,
     pipe: &mut Pipeline,
-    state: &mut Rpcs,
+    state: &mut dyn Consumer,
     sink: &mut dyn Sink,
     obs: &mut dyn Observer,
     workers: usize,
