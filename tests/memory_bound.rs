@@ -5,7 +5,8 @@
 //! read through a bounded buffer, so neither its size nor its payload bytes count. The
 //! report must still account for every frame the generator wrote (a run that read nothing
 //! would pass the bound trivially). A whole-frame file mapped (`LNETCAP_MAP=1`) is held
-//! to the bound too: the map releases its pages behind the cursor.
+//! to the bound too: the map releases its pages behind the cursor. `decode` (one thread
+//! and the parallel engine on two) is held to it on the full-payload capture.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -43,6 +44,13 @@ type Run<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
 /// [`analyze_bench`] of one capture, analyzed once per (options, environment) of `runs`;
 /// returns the capture's MiB and each run's peak RSS.
 fn analyze_bench_runs(name: &str, args: &[&str], runs: &[Run<'_>]) -> (f64, Vec<f64>) {
+    let (size, rss, _) = bench_runs(name, args, runs, &[]);
+    (size, rss)
+}
+
+/// [`analyze_bench_runs`], then `decode --format jsonl` once per options of `decodes`
+/// (its frames checked as analyze's); returns the decode runs' peak RSS too.
+fn bench_runs(name: &str, args: &[&str], runs: &[Run<'_>], decodes: &[&[&str]]) -> (f64, Vec<f64>, Vec<f64>) {
     let d = dir(name);
     let cap = d.join("c.pcap");
     let st = Command::new(lnetcap()).args(["synth", "--scenario", "bench"]).args(args).arg("-o").arg(&cap).status();
@@ -62,8 +70,38 @@ fn analyze_bench_runs(name: &str, args: &[&str], runs: &[Run<'_>]) -> (f64, Vec<
         assert!(hwm > 0.0, "{name}: /proc was sampled");
         rss.push(peak.mib());
     }
+    let mut decode_rss = Vec::new();
+    for extra in decodes {
+        let (summary, peak) = decode_under_rss_probe(&cap, extra);
+        assert_eq!(summary["frames"]["frames"], truth["packets"], "{name} decode {extra:?}: every frame read");
+        eprintln!("{name} decode {extra:?}: {size_mib:.0} MiB capture, peak RSS {:.1} MiB", peak.mib());
+        decode_rss.push(peak.mib());
+    }
     std::fs::remove_dir_all(&d).ok();
-    (size_mib, rss)
+    (size_mib, rss, decode_rss)
+}
+
+/// `lnetcap decode -q --format jsonl EXTRA CAPTURE` under the RSS probe: its summary (the
+/// last line) and the peak RSS.
+fn decode_under_rss_probe(cap: &std::path::Path, extra: &[&str]) -> (Value, common::PeakRss) {
+    let out = Command::new("python3")
+        .arg(common::root().join("tests/tools/peak_rss.py"))
+        .arg(lnetcap())
+        .args(["decode", "-q", "--format", "jsonl"])
+        .args(extra)
+        .arg(cap)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "decode {extra:?}: {err}");
+    let kib = |key: &str| -> f64 {
+        err.lines().rev().find_map(|l| l.strip_prefix(key)).and_then(|v| v.trim().parse().ok()).unwrap()
+    };
+    let peak =
+        common::PeakRss { proc_hwm_mib: kib("proc_hwm_kib=") / 1024.0, rusage_mib: kib("peak_rss_kib=") / 1024.0 };
+    let last = out.stdout.split(|&b| b == b'\n').rfind(|l| !l.is_empty()).unwrap();
+    let v: Value = serde_json::from_slice(last).unwrap();
+    (v["summary"].clone(), peak)
 }
 
 #[test]
@@ -86,18 +124,22 @@ fn twelve_hundred_connections_analyze_in_64_mib() {
 }
 
 /// Read (every core, and one thread) and mapped (`LNETCAP_MAP=1`, one thread: the map
-/// releases its pages behind the cursor) alike.
+/// releases its pages behind the cursor) alike; `decode` on two threads and one too.
 #[test]
 fn full_payload_capture_of_1_gb_analyzes_in_64_mib() {
     let one: &[&str] = &["--threads", "1"];
     let runs: [Run<'_>; 3] = [(&[], &[]), (one, &[]), (one, &[("LNETCAP_MAP", "1")])];
-    let (size, rss) = analyze_bench_runs("full", &["--rpcs", "120", "--snaplen", "65535"], &runs);
+    let decodes: [&[&str]; 2] = [&["--threads", "2"], one];
+    let (size, rss, decode_rss) = bench_runs("full", &["--rpcs", "120", "--snaplen", "65535"], &runs, &decodes);
     assert!(size > 15.0 * BOUND_MIB, "the capture ({size:.0} MiB) is much larger than the bound");
     for (rss, (analyze, vars)) in rss.iter().zip(&runs) {
         assert!(
             *rss <= BOUND_MIB,
             "peak RSS {rss:.1} MiB > {BOUND_MIB} MiB for a {size:.0} MiB capture ({analyze:?} {vars:?})"
         );
+    }
+    for (rss, extra) in decode_rss.iter().zip(&decodes) {
+        assert!(*rss <= BOUND_MIB, "decode {extra:?}: peak RSS {rss:.1} MiB > {BOUND_MIB} MiB for {size:.0} MiB");
     }
 }
 
