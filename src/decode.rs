@@ -94,8 +94,9 @@ pub(crate) fn run(a: &DecodeArgs) -> Result<u8> {
     Ok(code)
 }
 
-/// Connections' tuple texts ("a:port->b:port") by connection and direction, in a small
-/// direct-mapped cache: messages of one connection come in runs.
+/// The text of a connection direction's TCP tuple, for the connections of recent
+/// messages: a few hundred entries by connection number (a message's tuple was formatted
+/// anew for every line). A connection's number and ends never change within a capture.
 struct Tuples {
     slots: Vec<Option<(u32, Dir, Arc<str>)>>,
 }
@@ -110,6 +111,8 @@ impl Tuples {
     const SLOTS: usize = 256;
 
     fn get(&mut self, conn: Option<&Connection>, id: ConnId, dir: Dir) -> Arc<str> {
+        // A folded connection has no tuple any more (as without the cache): the message
+        // comes without its connection.
         let Some(c) = conn else { return Arc::default() };
         let slot = &mut self.slots[(id.0 as usize * 2 + dir.index()) % Self::SLOTS];
         match slot {
@@ -123,7 +126,8 @@ impl Tuples {
     }
 }
 
-/// Buffers reused from one message to the next.
+/// What writing the records reuses from message to message: the texts of tuples and NIDs,
+/// and the line being written.
 #[derive(Default)]
 struct Scratch {
     tuples: Tuples,
@@ -151,6 +155,8 @@ impl<W: Write> Sink for Writer<W> {
         let tcp = sc.tuples.get(conn, m.conn, m.dir);
         let mut rec = MessageRecord::from_message_cached(m, tcp, &mut sc.nids);
         rec.file.clone_from(&self.file);
+        // Into a line of its own, then written whole: the record writers' many small
+        // appends cost less into a vector than through the buffered stdout.
         match self.format {
             Format::Text => {
                 sc.text.clear();
