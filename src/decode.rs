@@ -165,6 +165,7 @@ impl<W: Write> Sink for Writer<W> {
                 self.out.write_all(sc.text.as_bytes())?;
             }
             Format::Jsonl => {
+                // serde_json's bytes, without its dispatch per field (record/json.rs).
                 sc.json.clear();
                 rec.write_json(&mut sc.json);
                 sc.json.push(b'\n');

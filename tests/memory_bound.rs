@@ -75,6 +75,7 @@ fn bench_runs(name: &str, args: &[&str], runs: &[Run<'_>], decodes: &[&[&str]]) 
         let (summary, peak) = decode_under_rss_probe(&cap, extra);
         assert_eq!(summary["frames"]["frames"], truth["packets"], "{name} decode {extra:?}: every frame read");
         eprintln!("{name} decode {extra:?}: {size_mib:.0} MiB capture, peak RSS {:.1} MiB", peak.mib());
+        assert!(peak.proc_hwm_mib > 0.0, "{name} decode: /proc was sampled");
         decode_rss.push(peak.mib());
     }
     std::fs::remove_dir_all(&d).ok();

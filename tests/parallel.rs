@@ -161,21 +161,25 @@ fn parallel_output_equals_single_threaded_output_on_every_capture() {
 /// Runs `decode --format FORMAT --threads THREADS` on `capture`: (exit code, stdout,
 /// stderr).
 fn decode(capture: &Path, format: &str, threads: u32) -> (Option<i32>, Vec<u8>, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_lnetcap"))
-        .env_remove("LNETCAP_MAP")
-        .env_remove("LNETCAP_NO_MAP")
-        .arg("decode")
-        .arg(capture)
-        .args(["--format", format, "--threads", &threads.to_string(), "-q"])
-        .output()
-        .unwrap();
+    decode_files(&[capture], None, format, threads)
+}
+
+/// `decode` of `files` (`-` reads `stdin`, a file given to the child's standard input).
+fn decode_files(files: &[&Path], stdin: Option<&Path>, format: &str, threads: u32) -> (Option<i32>, Vec<u8>, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lnetcap"));
+    c.env_remove("LNETCAP_MAP").env_remove("LNETCAP_NO_MAP").arg("decode").args(files);
+    c.args(["--format", format, "--threads", &threads.to_string(), "-q"]);
+    if let Some(f) = stdin {
+        c.stdin(std::fs::File::open(f).unwrap());
+    }
+    let o = c.output().unwrap();
     (o.status.code(), o.stdout, String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
 /// `decode --threads N` (the parallel engine without the RPC tracker) prints what one
 /// thread prints, byte for byte: every message in the same order, the accounting summary,
 /// the notices on stderr and the exit code, on the captures the analyze comparison runs
-/// on, in both formats.
+/// on, in both formats; and on several files in one run, one of them read from stdin.
 #[test]
 fn parallel_decode_equals_single_threaded_decode_on_every_capture() {
     let gen = common::scratch("parallel-decode-gen");
@@ -204,5 +208,20 @@ fn parallel_decode_equals_single_threaded_decode_on_every_capture() {
     }
     // The comparison saw messages, and a capture with many of them.
     assert!(messages > 50_000 && busiest >= 10_000, "{messages} messages, {busiest} in the busiest capture");
+    // Several files in one run (each line names its file; connections numbered again in
+    // each), one of them from stdin.
+    let some: Vec<&Path> = caps.iter().rev().take(4).map(PathBuf::as_path).collect();
+    let stdin = caps.iter().find(|p| p.ends_with("metadata.pcap")).expect("the metadata fixture");
+    let mut files = some.clone();
+    files.insert(2, Path::new("-"));
+    for format in ["jsonl", "text"] {
+        let one = decode_files(&files, Some(stdin), format, 1);
+        let lines = one.1.split(|&b| b == b'\n').filter(|l| l.starts_with(b"{\"schema_version\"")).count();
+        assert!(format == "text" || lines > 10_000, "{format}: {lines} message lines from {files:?}");
+        let many = decode_files(&files, Some(stdin), format, 2);
+        assert_eq!(one.0, many.0, "{format} {files:?}: the exit code");
+        assert!(one.1 == many.1, "{format} {files:?}: stdout differs");
+        assert_eq!(one.2, many.2, "{format} {files:?}: the notices");
+    }
     std::fs::remove_dir_all(&gen).ok();
 }

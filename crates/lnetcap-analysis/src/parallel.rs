@@ -509,7 +509,7 @@ pub(crate) trait Consumer {
 }
 
 /// The messages to the sink, nothing else (`decode`): no RPC tracker.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct MessagesOnly;
 
 impl Consumer for MessagesOnly {
