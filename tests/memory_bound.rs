@@ -85,22 +85,12 @@ fn bench_runs(name: &str, args: &[&str], runs: &[Run<'_>], decodes: &[&[&str]]) 
 /// `lnetcap decode -q --format jsonl EXTRA CAPTURE` under the RSS probe: its summary (the
 /// last line) and the peak RSS.
 fn decode_under_rss_probe(cap: &std::path::Path, extra: &[&str]) -> (Value, common::PeakRss) {
-    let out = Command::new("python3")
-        .arg(common::root().join("tests/tools/peak_rss.py"))
-        .arg(lnetcap())
-        .args(["decode", "-q", "--format", "jsonl"])
-        .args(extra)
-        .arg(cap)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "decode {extra:?}: {err}");
-    let kib = |key: &str| -> f64 {
-        err.lines().rev().find_map(|l| l.strip_prefix(key)).and_then(|v| v.trim().parse().ok()).unwrap()
-    };
-    let peak =
-        common::PeakRss { proc_hwm_mib: kib("proc_hwm_kib=") / 1024.0, rusage_mib: kib("peak_rss_kib=") / 1024.0 };
-    let last = out.stdout.split(|&b| b == b'\n').rfind(|l| !l.is_empty()).unwrap();
+    let mut args: Vec<&std::ffi::OsStr> =
+        ["decode", "-q", "--format", "jsonl"].iter().map(std::ffi::OsStr::new).collect();
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    args.push(cap.as_os_str());
+    let (stdout, peak) = common::lnetcap_under_rss_probe(&args, &[]);
+    let last = stdout.split(|&b| b == b'\n').rfind(|l| !l.is_empty()).unwrap();
     let v: Value = serde_json::from_slice(last).unwrap();
     (v["summary"].clone(), peak)
 }

@@ -89,6 +89,16 @@ fn mixed_notices(dir: &Path) -> PathBuf {
     cap
 }
 
+/// The committed captures and the generated ones (written into `gen`): what both
+/// comparisons run on.
+fn every_capture(gen: &Path) -> Vec<PathBuf> {
+    let mut caps = captures();
+    assert!(caps.len() >= 45, "the fixtures are there ({} captures)", caps.len());
+    caps.extend(generated(gen));
+    caps.push(mixed_notices(gen));
+    caps
+}
+
 /// Runs analyze with `threads` into `dir`; returns every output, named, and stderr. The
 /// one-thread run maps the whole-frame files (`LNETCAP_MAP=1`), which a parallel run
 /// always reads: the two ways of reading are held to one answer here too.
@@ -117,10 +127,7 @@ fn run(capture: &Path, threads: u32, dir: &Path) -> (Vec<(String, Vec<u8>)>, Str
 #[test]
 fn parallel_output_equals_single_threaded_output_on_every_capture() {
     let gen = common::scratch("parallel-gen");
-    let mut caps = captures();
-    assert!(caps.len() >= 45, "the fixtures are there ({} captures)", caps.len());
-    caps.extend(generated(&gen));
-    caps.push(mixed_notices(&gen));
+    let caps = every_capture(&gen);
     let tmp = common::scratch("parallel-runs");
     let mut compared = 0;
     for cap in &caps {
@@ -160,12 +167,12 @@ fn parallel_output_equals_single_threaded_output_on_every_capture() {
 
 /// Runs `decode --format FORMAT --threads THREADS` on `capture`: (exit code, stdout,
 /// stderr).
-fn decode(capture: &Path, format: &str, threads: u32) -> (Option<i32>, Vec<u8>, String) {
+fn decode(capture: &Path, format: &str, threads: u32) -> Decoded {
     decode_files(&[capture], None, format, threads)
 }
 
 /// `decode` of `files` (`-` reads `stdin`, a file given to the child's standard input).
-fn decode_files(files: &[&Path], stdin: Option<&Path>, format: &str, threads: u32) -> (Option<i32>, Vec<u8>, String) {
+fn decode_files(files: &[&Path], stdin: Option<&Path>, format: &str, threads: u32) -> Decoded {
     let mut c = Command::new(env!("CARGO_BIN_EXE_lnetcap"));
     c.env_remove("LNETCAP_MAP").env_remove("LNETCAP_NO_MAP").arg("decode").args(files);
     c.args(["--format", format, "--threads", &threads.to_string(), "-q"]);
@@ -176,6 +183,21 @@ fn decode_files(files: &[&Path], stdin: Option<&Path>, format: &str, threads: u3
     (o.status.code(), o.stdout, String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
+/// A `decode` run's (exit code, stdout, stderr).
+type Decoded = (Option<i32>, Vec<u8>, String);
+
+/// The message lines of `decode --format jsonl`'s stdout (the summary is the last line).
+fn message_lines(stdout: &[u8]) -> usize {
+    stdout.split(|&b| b == b'\n').filter(|l| l.starts_with(b"{\"schema_version\"")).count()
+}
+
+/// Two `decode` runs printed the same: exit code, stdout, stderr.
+fn same_decode(one: &Decoded, many: &Decoded, what: &str) {
+    assert_eq!(one.0, many.0, "{what}: the exit code");
+    assert!(one.1 == many.1, "{what}: stdout differs");
+    assert_eq!(one.2, many.2, "{what}: the notices");
+}
+
 /// `decode --threads N` (the parallel engine without the RPC tracker) prints what one
 /// thread prints, byte for byte: every message in the same order, the accounting summary,
 /// the notices on stderr and the exit code, on the captures the analyze comparison runs
@@ -183,26 +205,23 @@ fn decode_files(files: &[&Path], stdin: Option<&Path>, format: &str, threads: u3
 #[test]
 fn parallel_decode_equals_single_threaded_decode_on_every_capture() {
     let gen = common::scratch("parallel-decode-gen");
-    let mut caps = captures();
-    assert!(caps.len() >= 45, "the fixtures are there ({} captures)", caps.len());
-    caps.extend(generated(&gen));
-    caps.push(mixed_notices(&gen));
+    let caps = every_capture(&gen);
     let (mut messages, mut busiest) = (0usize, 0usize);
     for cap in &caps {
         for format in ["jsonl", "text"] {
             let one = decode(cap, format, 1);
             assert!(matches!(one.0, Some(0 | 1)), "{} {format}: {}", cap.display(), one.2);
             if format == "jsonl" {
-                // Message lines (the summary is the last line).
-                let n = one.1.split(|&b| b == b'\n').filter(|l| l.starts_with(b"{\"schema_version\"")).count();
+                let n = message_lines(&one.1);
                 messages += n;
                 busiest = busiest.max(n);
             }
             for threads in [2, 3] {
-                let many = decode(cap, format, threads);
-                assert_eq!(one.0, many.0, "{} {format} --threads {threads}: the exit code", cap.display());
-                assert!(one.1 == many.1, "{} {format} --threads {threads}: stdout differs", cap.display());
-                assert_eq!(one.2, many.2, "{} {format} --threads {threads}: the notices", cap.display());
+                same_decode(
+                    &one,
+                    &decode(cap, format, threads),
+                    &format!("{} {format} --threads {threads}", cap.display()),
+                );
             }
         }
     }
@@ -210,18 +229,14 @@ fn parallel_decode_equals_single_threaded_decode_on_every_capture() {
     assert!(messages > 50_000 && busiest >= 10_000, "{messages} messages, {busiest} in the busiest capture");
     // Several files in one run (each line names its file; connections numbered again in
     // each), one of them from stdin.
-    let some: Vec<&Path> = caps.iter().rev().take(4).map(PathBuf::as_path).collect();
-    let stdin = caps.iter().find(|p| p.ends_with("metadata.pcap")).expect("the metadata fixture");
-    let mut files = some.clone();
+    let mut files: Vec<&Path> = caps.iter().rev().take(4).map(PathBuf::as_path).collect();
     files.insert(2, Path::new("-"));
+    let stdin = caps.iter().find(|p| p.ends_with("metadata.pcap")).expect("the metadata fixture");
     for format in ["jsonl", "text"] {
         let one = decode_files(&files, Some(stdin), format, 1);
-        let lines = one.1.split(|&b| b == b'\n').filter(|l| l.starts_with(b"{\"schema_version\"")).count();
+        let lines = message_lines(&one.1);
         assert!(format == "text" || lines > 10_000, "{format}: {lines} message lines from {files:?}");
-        let many = decode_files(&files, Some(stdin), format, 2);
-        assert_eq!(one.0, many.0, "{format} {files:?}: the exit code");
-        assert!(one.1 == many.1, "{format} {files:?}: stdout differs");
-        assert_eq!(one.2, many.2, "{format} {files:?}: the notices");
+        same_decode(&one, &decode_files(&files, Some(stdin), format, 2), &format!("{format} {files:?}"));
     }
     std::fs::remove_dir_all(&gen).ok();
 }

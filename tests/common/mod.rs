@@ -314,19 +314,26 @@ pub fn analyze_under_rss_probe_with(
     extra: &[&str],
     vars: &[(&str, &str)],
 ) -> (Value, PeakRss) {
+    let mut args: Vec<&std::ffi::OsStr> = ["analyze", "-q"].iter().map(std::ffi::OsStr::new).collect();
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    args.extend([capture.as_os_str(), "--json".as_ref(), json.as_os_str()]);
+    let (_, peak) = lnetcap_under_rss_probe(&args, vars);
+    let report = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    (report, peak)
+}
+
+/// Runs `lnetcap ARGS` under the RSS probe with `vars` in its environment; returns its
+/// stdout and the peak RSS. Panics (with stderr) when the run fails.
+pub fn lnetcap_under_rss_probe(args: &[&std::ffi::OsStr], vars: &[(&str, &str)]) -> (Vec<u8>, PeakRss) {
     let out = std::process::Command::new("python3")
         .envs(vars.iter().copied())
         .arg(root().join("tests/tools/peak_rss.py"))
         .arg(env!("CARGO_BIN_EXE_lnetcap"))
-        .args(["analyze", "-q"])
-        .args(extra)
-        .arg(capture)
-        .arg("--json")
-        .arg(json)
+        .args(args)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "analyze {}: {err}", capture.display());
+    assert!(out.status.success(), "lnetcap {args:?}: {err}");
     let kib = |key: &str| -> f64 {
         err.lines()
             .rev()
@@ -335,8 +342,7 @@ pub fn analyze_under_rss_probe_with(
             .unwrap_or_else(|| panic!("no {key} in {err}"))
     };
     let peak = PeakRss { proc_hwm_mib: kib("proc_hwm_kib=") / 1024.0, rusage_mib: kib("peak_rss_kib=") / 1024.0 };
-    let report = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
-    (report, peak)
+    (out.stdout, peak)
 }
 
 /// Every file under `dir`, sorted.

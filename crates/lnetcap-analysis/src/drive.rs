@@ -79,7 +79,7 @@ pub fn decode_source<S: PacketSource + ?Sized>(
 /// ([`Sink::message`]) in capture order with their connections: `decode`. One thread runs
 /// [`drive`]; more run the parallel engine of `analyze` (the reading thread and a pool of
 /// `threads` − 1 workers, each owning whole connections) without the RPC tracker. Either
-/// way the messages, their order and the pipeline after the last packet are the same.
+/// way the messages and their order are the same, and so is the pipeline's accounting.
 pub fn decode_messages<S: PacketSource + ?Sized>(
     name: &str,
     source: &mut S,
@@ -88,19 +88,18 @@ pub fn decode_messages<S: PacketSource + ?Sized>(
     threads: usize,
     sink: &mut dyn Sink,
 ) -> anyhow::Result<Decoded> {
-    let mut pipe = Pipeline::new(cfg);
-    let complete = if threads > 1 {
-        crate::parallel::read(name, source, &mut pipe, &mut MessagesOnly, sink, obs, threads)?
-    } else {
-        drive(name, source, &mut pipe, obs, |pipe, events| {
+    if threads <= 1 {
+        return decode_source(name, source, cfg, obs, |pipe, events| {
             for ev in events.drain(..) {
                 if let LnetEvent::Message(m) = &ev {
                     sink.message(name, m, pipe.connection(m.conn))?;
                 }
             }
             Ok(())
-        })?
-    };
+        });
+    }
+    let mut pipe = Pipeline::new(cfg);
+    let complete = crate::parallel::read(name, source, &mut pipe, &mut MessagesOnly, sink, obs, threads)?;
     Ok(Decoded { pipe, complete })
 }
 
