@@ -133,7 +133,7 @@ struct Scratch {
     tuples: Tuples,
     nids: NidTexts,
     json: Vec<u8>,
-    text: String,
+    text: Vec<u8>,
 }
 
 /// Writes each message as it comes, in the chosen format.
@@ -161,8 +161,8 @@ impl<W: Write> Sink for Writer<W> {
             Format::Text => {
                 sc.text.clear();
                 rec.write_text(&mut sc.text);
-                sc.text.push('\n');
-                self.out.write_all(sc.text.as_bytes())?;
+                sc.text.push(b'\n');
+                self.out.write_all(&sc.text)?;
             }
             Format::Jsonl => {
                 // serde_json's bytes, without its dispatch per field (record/json.rs).

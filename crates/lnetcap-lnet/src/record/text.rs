@@ -1,131 +1,163 @@
 //! [`MessageRecord`] as one line of `decode --format text`: written straight into a
-//! string, without `format!` and `Display` for every field (a metadata-heavy capture writes
+//! byte vector, without `format!` and `Display` for every field (a metadata-heavy capture writes
 //! tens of thousands of lines a second). The tests hold it to the `format!` form.
 
 use super::MessageRecord;
 use crate::jsonw::HexText;
 
+/// Text into the line.
+#[inline(always)]
+fn put(s: &mut Vec<u8>, t: &str) {
+    s.extend_from_slice(t.as_bytes());
+}
+
 /// Decimal digits.
-fn int(s: &mut String, v: impl itoa::Integer) {
-    s.push_str(itoa::Buffer::new().format(v));
+#[inline(always)]
+fn int(s: &mut Vec<u8>, v: impl itoa::Integer) {
+    put(s, itoa::Buffer::new().format(v));
 }
 
-/// ` key=`.
-fn key(s: &mut String, k: &str) {
-    s.push(' ');
-    s.push_str(k);
-    s.push('=');
+// The helpers below take the whole ` key=` (a literal) and are inlined into the one
+// writer: each key is then a copy of a length the compiler knows, a few moves, where
+// pushing ` `, the key and `=` in turn (a call of `memcpy` for the key) was a fifth of
+// a metadata capture's text line.
+
+/// ` key=`, `k` with its space and `=`.
+#[inline(always)]
+fn key(s: &mut Vec<u8>, k: &'static str) {
+    debug_assert!(k.starts_with(' ') && k.ends_with('='));
+    put(s, k);
 }
 
-fn hex(s: &mut String, k: &str, v: Option<u64>) {
+#[inline(always)]
+fn hex(s: &mut Vec<u8>, k: &'static str, v: Option<u64>) {
     if let Some(v) = v {
         key(s, k);
-        s.push_str(HexText::new(v, 1).as_str());
+        s.extend_from_slice(HexText::new(v, 1).as_bytes());
     }
 }
 
-fn num(s: &mut String, k: &str, v: Option<impl itoa::Integer>) {
+#[inline(always)]
+fn num(s: &mut Vec<u8>, k: &'static str, v: Option<impl itoa::Integer>) {
     if let Some(v) = v {
         key(s, k);
         int(s, v);
     }
 }
 
-fn text(s: &mut String, k: &str, v: Option<&str>) {
+#[inline(always)]
+fn text(s: &mut Vec<u8>, k: &'static str, v: Option<&str>) {
     if let Some(v) = v {
         key(s, k);
-        s.push_str(v);
+        put(s, v);
     }
 }
 
+/// `n` copies of the one ASCII character `unit` repeats, up to its length at a time: a copy,
+/// not a character pushed at a time.
+#[inline(always)]
+fn fill(s: &mut Vec<u8>, unit: &'static str, mut n: usize) {
+    while n > 0 {
+        let k = n.min(unit.len());
+        put(s, &unit[..k]);
+        n -= k;
+    }
+}
+
+const SPACES: &str = "        ";
+const ZEROS: &str = "000000000";
+
 /// `v` padded with spaces to `width` characters, on the left (`right`) or the right.
-fn padded(s: &mut String, v: &str, width: usize, right: bool) {
+#[inline(always)]
+fn padded(s: &mut Vec<u8>, v: &str, width: usize, right: bool) {
     let pad = width.saturating_sub(v.chars().count());
     if !right {
-        s.push_str(v);
+        put(s, v);
     }
-    s.extend(std::iter::repeat_n(' ', pad));
+    fill(s, SPACES, pad);
     if right {
-        s.push_str(v);
+        put(s, v);
     }
 }
 
 impl MessageRecord {
     /// One human-readable line (the `--format text` output), without its newline.
     pub fn text_line(&self) -> String {
-        let mut s = String::with_capacity(192);
+        let mut s = Vec::with_capacity(192);
         self.write_text(&mut s);
-        s
+        // Text pieces only: always UTF-8.
+        String::from_utf8(s).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
 
-    /// Appends [`MessageRecord::text_line`] to `s`.
-    pub fn write_text(&self, s: &mut String) {
+    /// Appends [`MessageRecord::text_line`] to `s`, as bytes: the hex digits and numbers go
+    /// in without the check of a `String` that they are UTF-8 (a tenth of a line).
+    pub fn write_text(&self, s: &mut Vec<u8>) {
         padded(s, itoa::Buffer::new().format(self.frame), 8, true);
-        s.push(' ');
+        s.push(b' ');
         int(s, self.ts_ns.div_euclid(1_000_000_000));
-        s.push('.');
+        s.push(b'.');
         let mut digits = itoa::Buffer::new();
         let ns = digits.format(self.ts_ns.rem_euclid(1_000_000_000));
-        s.extend(std::iter::repeat_n('0', 9usize.saturating_sub(ns.len())));
-        s.push_str(ns);
-        s.push_str(" c");
+        fill(s, ZEROS, 9usize.saturating_sub(ns.len()));
+        put(s, ns);
+        put(s, " c");
         int(s, self.conn);
-        s.push(' ');
-        s.push_str(&self.tcp);
-        s.push(' ');
+        s.push(b' ');
+        put(s, &self.tcp);
+        s.push(b' ');
         padded(s, self.kind, 7, false);
         self.write_text_fields(s);
     }
 
     /// The fields after the kind, each ` key=value`.
-    fn write_text_fields(&self, s: &mut String) {
+    fn write_text_fields(&self, s: &mut Vec<u8>) {
         if let (Some(a), Some(b)) = (&self.src_nid, &self.dst_nid) {
-            key(s, "nids");
-            s.push_str(a);
-            s.push_str("->");
-            s.push_str(b);
+            key(s, " nids=");
+            put(s, a);
+            put(s, "->");
+            put(s, b);
         } else {
-            text(s, "target", self.dst_nid.as_deref());
+            text(s, " target=", self.dst_nid.as_deref());
         }
-        num(s, "version", self.connreq_version);
-        num(s, "version", self.hello_version);
-        text(s, "type", self.conn_type);
-        num(s, "ptl", self.portal);
-        hex(s, "mb", self.match_bits.map(|h| h.0));
-        hex(s, "mb_low32", self.match_bits_low32.map(|h| h.0));
-        num(s, "len", self.payload_length);
-        num(s, "sink", self.sink_length);
-        num(s, "mlen", self.mlength);
-        hex(s, "zc_req", self.zc_req_cookie.map(|h| h.0));
-        hex(s, "zc_ack", self.zc_ack_cookie.map(|h| h.0));
+        num(s, " version=", self.connreq_version);
+        num(s, " version=", self.hello_version);
+        text(s, " type=", self.conn_type);
+        num(s, " ptl=", self.portal);
+        hex(s, " mb=", self.match_bits.map(|h| h.0));
+        hex(s, " mb_low32=", self.match_bits_low32.map(|h| h.0));
+        num(s, " len=", self.payload_length);
+        num(s, " sink=", self.sink_length);
+        num(s, " mlen=", self.mlength);
+        hex(s, " zc_req=", self.zc_req_cookie.map(|h| h.0));
+        hex(s, " zc_ack=", self.zc_ack_cookie.map(|h| h.0));
         if let Some(name) = self.opc_name {
-            text(s, "opc", Some(name));
+            text(s, " opc=", Some(name));
         } else if let Some(o) = self.opc {
-            key(s, "opc");
-            s.push_str("opc");
+            key(s, " opc=");
+            put(s, "opc");
             int(s, o);
         }
-        text(s, "rpc", self.ptlrpc);
-        num(s, "status", self.status.filter(|v| *v != 0));
+        text(s, " rpc=", self.ptlrpc);
+        num(s, " status=", self.status.filter(|v| *v != 0));
         if self.early_reply == Some(true) {
-            text(s, "early", Some("true"));
+            text(s, " early=", Some("true"));
         }
-        text(s, "srpc", self.srpc_type);
-        hex(s, "rpyid", self.rpyid.map(|h| h.0));
-        hex(s, "bulkid", self.bulkid.map(|h| h.0));
+        text(s, " srpc=", self.srpc_type);
+        hex(s, " rpyid=", self.rpyid.map(|h| h.0));
+        hex(s, " bulkid=", self.bulkid.map(|h| h.0));
         if let Some(v) = &self.ping_nids {
-            key(s, "ping");
+            key(s, " ping=");
             for (i, n) in v.iter().enumerate() {
                 if i > 0 {
-                    s.push(',');
+                    s.push(b',');
                 }
-                s.push_str(n);
+                put(s, n);
             }
         }
         if self.inferred {
-            text(s, "inferred", Some("true"));
+            text(s, " inferred=", Some("true"));
         } else if !self.header_complete {
-            text(s, "header", Some("partial"));
+            text(s, " header=", Some("partial"));
         }
     }
 }
