@@ -564,11 +564,7 @@ impl Framer {
                 }
             }
             if msg.proto.is_some() && (msg.header_complete || sized_lnet(&msg)) {
-                let slim = for_inference(&msg);
-                match &mut self.last_msg {
-                    Some(b) => **b = slim,
-                    None => self.last_msg = Some(Box::new(slim)),
-                }
+                keep_for_inference(&mut self.last_msg, &msg);
             }
             out.push(LnetEvent::Message(msg));
         }
@@ -733,25 +729,44 @@ impl Framer {
 /// What inference keeps of the last message (`infer_run` copies a self-test body, never a
 /// PtlRPC or ping one): the message without those, so that keeping it costs no clone of a
 /// lustre_msg's buffer lengths and job id per message.
-fn for_inference(m: &Message) -> Message {
-    let body = match &m.body {
+///
+/// Written over the message kept before, field by field: a whole `Message` built and then
+/// moved into the box was two copies of it a message.
+fn keep_for_inference(kept: &mut Option<Box<Message>>, m: &Message) {
+    let Some(k) = kept else {
+        *kept = Some(Box::new(Message { body: slim_body(&m.body), ..*m }));
+        return;
+    };
+    k.conn = m.conn;
+    k.dir = m.dir;
+    k.offset = m.offset;
+    k.wire_len = m.wire_len;
+    k.first = m.first;
+    k.last = m.last;
+    k.proto = m.proto;
+    k.header_complete = m.header_complete;
+    k.payload_captured = m.payload_captured;
+    k.inferred = m.inferred;
+    match (&m.body, &mut k.body) {
+        (
+            Body::Lnet { ksock, hdr, app: App::Ptlrpc(_) | App::Ping(_) | App::None },
+            Body::Lnet { ksock: k_ksock, hdr: k_hdr, app: k_app },
+        ) => {
+            *k_ksock = *ksock;
+            *k_hdr = *hdr;
+            *k_app = App::None;
+        }
+        (b, kb) => *kb = slim_body(b),
+    }
+}
+
+/// A message's body as inference keeps it (see [`keep_for_inference`]).
+fn slim_body(b: &Body) -> Body {
+    match b {
         Body::Lnet { ksock, hdr, app: App::Ptlrpc(_) | App::Ping(_) } => {
             Body::Lnet { ksock: *ksock, hdr: *hdr, app: App::None }
         }
         b => b.clone(),
-    };
-    Message {
-        conn: m.conn,
-        dir: m.dir,
-        offset: m.offset,
-        wire_len: m.wire_len,
-        first: m.first,
-        last: m.last,
-        proto: m.proto,
-        body,
-        header_complete: m.header_complete,
-        payload_captured: m.payload_captured,
-        inferred: m.inferred,
     }
 }
 

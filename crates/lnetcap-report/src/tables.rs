@@ -445,7 +445,7 @@ pub static RPCS: Table<RpcRecord> = Table {
         col!("opc", U64, "PtlRPC opcode", |r| r.opc.into()),
         col!("opc_name", Str, "opcode name or self-test kind (BRW_READ, BRW_WRITE, PING, LNET_PING)", |r| r
             .opc_name
-            .as_ref()
+            .as_deref()
             .into()),
         col!("op", Str, "read or write (bulk RPCs)", |r| r.op.into()),
         col!("portal", U64, "request portal", |r| r.portal.into()),

@@ -1,6 +1,8 @@
 //! Owned, serialisable results of the RPC layer. Field names carry their units.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use lnetcap_lnet::record::Hex;
 use serde::Serialize;
@@ -35,10 +37,10 @@ pub struct RpcRecord {
     /// Input file (when several are analysed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
-    /// Client NID (the sender of the request).
-    pub client_nid: String,
+    /// Client NID (the sender of the request); shared with the pair's other records.
+    pub client_nid: Arc<str>,
     /// Server NID.
-    pub server_nid: String,
+    pub server_nid: Arc<str>,
     /// `ptlrpc`, `lst_brw`, `lst_ping`, `lst_framework`, `lnet_ping`.
     pub kind: RpcKind,
     /// PtlRPC XID, selftest rpyid, or the ping match bits, as a hex string.
@@ -46,8 +48,8 @@ pub struct RpcRecord {
     /// PtlRPC opcode.
     pub opc: Option<u32>,
     /// PtlRPC opcode name, or the selftest kind (`BRW_READ`, `BRW_WRITE`, `PING`), or
-    /// `LNET_PING`.
-    pub opc_name: Option<String>,
+    /// `LNET_PING` (a name from the table, or `opcN` for an opcode it does not know).
+    pub opc_name: Option<Cow<'static, str>>,
     /// `read` or `write` for bulk RPCs.
     pub op: Option<&'static str>,
     /// Request portal.

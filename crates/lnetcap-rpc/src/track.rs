@@ -11,6 +11,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use foldhash::{HashMap, HashMapExt};
 
@@ -92,7 +93,7 @@ struct Draft {
 impl Draft {
     /// The record of the RPC once closed: the client's and server's NIDs as text (`names`),
     /// latency and phases from the times, `partial` from what is missing.
-    fn into_record(self, kind: Kind, names: (String, String), client_owd_ns: i64) -> RpcRecord {
+    fn into_record(self, kind: Kind, names: (Arc<str>, Arc<str>), client_owd_ns: i64) -> RpcRecord {
         // `request_body`, `bulk_unknown` and `xid_high_bits` say what could not be seen, not
         // that a part of the RPC is known to be missing.
         let partial = self.missing.iter().any(|m| m.makes_partial());
@@ -114,7 +115,7 @@ impl Draft {
             kind,
             xid: self.xid,
             opc: self.opc,
-            opc_name: self.opc_name.map(Cow::into_owned),
+            opc_name: self.opc_name,
             op: self.op,
             portal: self.portal,
             bytes: self.bytes,
@@ -599,7 +600,7 @@ pub struct Tracker {
     /// Uses of the untracked pairs' aggregate (see `peer`).
     overflow_uses: u64,
     /// NIDs' text forms for the records (at most [`MAX_NID_NAMES`]).
-    nid_names: HashMap<Nid, String>,
+    nid_names: HashMap<Nid, Arc<str>>,
     /// The last pair `peer` was asked for.
     peer_memo: Option<PeerMemo>,
 }
@@ -685,15 +686,15 @@ impl Tracker {
     }
 
     /// A NID's text form, from the cache of [`MAX_NID_NAMES`].
-    fn nid_name(&mut self, n: Nid) -> String {
+    fn nid_name(&mut self, n: Nid) -> Arc<str> {
         if let Some(s) = self.nid_names.get(&n) {
-            return s.clone();
+            return Arc::clone(s);
         }
         if self.nid_names.len() >= MAX_NID_NAMES {
             self.nid_names.clear();
         }
-        let s = n.to_string();
-        self.nid_names.insert(n, s.clone());
+        let s: Arc<str> = n.to_string().into();
+        self.nid_names.insert(n, Arc::clone(&s));
         s
     }
 
