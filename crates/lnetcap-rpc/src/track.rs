@@ -680,9 +680,12 @@ impl Tracker {
         self.peers.lookup(a, b).0
     }
 
-    /// The memo of the last question, if it was `asked` and no pair was added since.
-    fn memo_for(&self, asked: (Nid, Nid)) -> Option<PeerMemo> {
-        self.peer_memo.filter(|m| m.asked == asked && m.pairs == self.peers.len())
+    /// The memo of the last question, if it was `asked` and no pair was added since
+    /// (looked at where it is: a copy of the memo, about 100 bytes, on every question was
+    /// most of a remembered answer's cost).
+    #[inline]
+    fn memo_for(&self, asked: (Nid, Nid)) -> Option<&PeerMemo> {
+        self.peer_memo.as_ref().filter(|m| m.asked == asked && m.pairs == self.peers.len())
     }
 
     /// A NID's text form, from the cache of [`MAX_NID_NAMES`].
@@ -701,38 +704,45 @@ impl Tracker {
     /// The state of the pair of `client` and `server` (made if new). The key it is kept
     /// under is remembered for the next call with the same NIDs (a message asks several
     /// times): it depends only on which pairs exist, and pairs are only ever added.
+    #[inline]
     fn peer(&mut self, client: Nid, server: Nid) -> &mut PeerState {
-        let at = match self.memo_for((client, server)) {
-            Some(PeerMemo { at, overflow, .. }) => {
+        let at = match self.memo_for((client, server)).map(|m| (m.at, m.overflow)) {
+            Some((at, overflow)) => {
                 if overflow {
                     self.overflow_uses += 1;
                 }
                 at
             }
-            _ => {
-                let (key, found) = self.peers.lookup(client, server);
-                let (mut c, mut s) = key;
-                let overflow = found.is_none() && self.peers.len() >= MAX_PEERS;
-                if overflow {
-                    // Past the limit, new pairs share one state that is never reported as a
-                    // pair.
-                    self.overflow_uses += 1;
-                    (c, s) = OVERFLOW_PEER;
-                }
-                let interval = self.cfg.interval_ns;
-                let at = match found {
-                    Some(at) => at,
-                    None => self.peers.position_or_insert((c, s), || PeerState::new(c, s, interval)),
-                };
-                // The same question again overflows again, unless it named the aggregate's
-                // own key (a capture can carry its NIDs), which now exists.
-                let again = overflow && key != OVERFLOW_PEER;
-                self.peer_memo =
-                    Some(PeerMemo { asked: (client, server), key, at, overflow: again, pairs: self.peers.len() });
-                at
-            }
+            None => self.peer_asked(client, server),
         };
         &mut self.peers.states[at]
+    }
+
+    /// [`Tracker::peer`] of a question not remembered: the pair's position (made if new,
+    /// or the aggregate's past MAX_PEERS), remembered. Out of line, so that a remembered
+    /// answer is a comparison and an index, not a call that makes room for this one.
+    #[cold]
+    #[inline(never)]
+    fn peer_asked(&mut self, client: Nid, server: Nid) -> usize {
+        let (key, found) = self.peers.lookup(client, server);
+        let (mut c, mut s) = key;
+        let overflow = found.is_none() && self.peers.len() >= MAX_PEERS;
+        if overflow {
+            // Past the limit, new pairs share one state that is never reported as a
+            // pair.
+            self.overflow_uses += 1;
+            (c, s) = OVERFLOW_PEER;
+        }
+        let interval = self.cfg.interval_ns;
+        let at = match found {
+            Some(at) => at,
+            None => self.peers.position_or_insert((c, s), || PeerState::new(c, s, interval)),
+        };
+        // The same question again overflows again, unless it named the aggregate's
+        // own key (a capture can carry its NIDs), which now exists.
+        let again = overflow && key != OVERFLOW_PEER;
+        self.peer_memo = Some(PeerMemo { asked: (client, server), key, at, overflow: again, pairs: self.peers.len() });
+        at
     }
 
     /// Times a message or RPC of a pair beyond MAX_PEERS was folded into the untracked
