@@ -272,8 +272,18 @@ s, cpu, pk, b, rss = ${t[$k]}, ${u[$k]}, $pk, $bytes, ${m[$k]}
 print(f'%-12s %-22s %9d %8.3f %7.3f %12.0f %7.2f %7.0f MiB %11sx %s' % ('$cap', '$name', pk, s, cpu, pk / s, b / s / 1e9, rss / 1024, '$med', '$spread'))"
   done
   # The single-thread runs were pinned, a core a round: each one's median on each core.
+  # Cores a tool ran far apart on (over 1.2x: 2026-11-30 on the VM of README Speed,
+  # tcptrace 1.285 s on one and 0.818 s on the other) mean the host ran something else on
+  # one of them; a disturbance slows tools unequally (that run overstated lnetcap's
+  # single-thread ratios), so the run is one to repeat, not to quote.
   for line in "${by_core[@]}"; do
     printf '%-12s %-22s %s\n' "$cap" "by core (pinned)" "$line s"
+    read -r tool skew < <(awk '{lo = 0; hi = 0; for (i = 3; i <= NF; i += 2) { v = $i + 0;
+      if (lo == 0 || v < lo) lo = v; if (v > hi) hi = v } printf "%s %.2f\n", $1, (lo > 0 ? hi / lo : 1)}' <<<"$line")
+    if python3 -c "import sys; sys.exit(0 if $skew > 1.2 else 1)"; then
+      printf '%-12s %-22s warning: %s ran %sx apart on the cores (over 1.2x): the host disturbed this run; rerun before quoting its single-thread ratios\n' \
+        "$cap" "by core (pinned)" "$tool" "$skew"
+    fi
   done
   # The parallel speed-up itself, round by round.
   python3 -c "
