@@ -278,12 +278,11 @@ print(f'%-12s %-22s %9d %8.3f %7.3f %12.0f %7.2f %7.0f MiB %11sx %s' % ('$cap', 
   # single-thread ratios), so the run is one to repeat, not to quote.
   for line in "${by_core[@]}"; do
     printf '%-12s %-22s %s\n' "$cap" "by core (pinned)" "$line s"
-    read -r tool skew < <(awk '{lo = 0; hi = 0; for (i = 3; i <= NF; i += 2) { v = $i + 0;
-      if (lo == 0 || v < lo) lo = v; if (v > hi) hi = v } printf "%s %.2f\n", $1, (lo > 0 ? hi / lo : 1)}' <<<"$line")
-    if python3 -c "import sys; sys.exit(0 if $skew > 1.2 else 1)"; then
-      printf '%-12s %-22s warning: %s ran %sx apart on the cores (over 1.2x): the host disturbed this run; rerun before quoting its single-thread ratios\n' \
-        "$cap" "by core (pinned)" "$tool" "$skew"
-    fi
+    # The line: TOOL cpuA MEDIAN cpuB MEDIAN ...
+    awk -v cap="$cap" '{ lo = 0; hi = 0
+      for (i = 3; i <= NF; i += 2) { v = $i + 0; if (lo == 0 || v < lo) lo = v; if (v > hi) hi = v }
+      if (lo > 0 && hi / lo > 1.2)
+        printf "%-12s %-22s warning: %s ran %.2fx apart on the cores (over 1.2x): the host disturbed this run; rerun before quoting its single-thread ratios\n", cap, "by core (pinned)", $1, hi / lo }' <<<"$line"
   done
   # The parallel speed-up itself, round by round.
   python3 -c "

@@ -737,17 +737,20 @@ fn keep_for_inference(kept: &mut Option<Box<Message>>, m: &Message) {
         *kept = Some(Box::new(Message { body: slim_body(&m.body), ..*m }));
         return;
     };
-    k.conn = m.conn;
-    k.dir = m.dir;
-    k.offset = m.offset;
-    k.wire_len = m.wire_len;
-    k.first = m.first;
-    k.last = m.last;
-    k.proto = m.proto;
-    k.header_complete = m.header_complete;
-    k.payload_captured = m.payload_captured;
-    k.inferred = m.inferred;
-    match (&m.body, &mut k.body) {
+    // Every field named, so that a field added to `Message` cannot be left stale here.
+    let Message { conn, dir, offset, wire_len, first, last, proto, body, header_complete, payload_captured, inferred } =
+        m;
+    k.conn = *conn;
+    k.dir = *dir;
+    k.offset = *offset;
+    k.wire_len = *wire_len;
+    k.first = *first;
+    k.last = *last;
+    k.proto = *proto;
+    k.header_complete = *header_complete;
+    k.payload_captured = *payload_captured;
+    k.inferred = *inferred;
+    match (body, &mut k.body) {
         (
             Body::Lnet { ksock, hdr, app: App::Ptlrpc(_) | App::Ping(_) | App::None },
             Body::Lnet { ksock: k_ksock, hdr: k_hdr, app: k_app },

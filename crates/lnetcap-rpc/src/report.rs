@@ -37,7 +37,7 @@ pub struct RpcRecord {
     /// Input file (when several are analysed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
-    /// Client NID (the sender of the request); shared with the pair's other records.
+    /// Client NID (the sender of the request): text shared by every record naming this NID.
     pub client_nid: Arc<str>,
     /// Server NID.
     pub server_nid: Arc<str>,
