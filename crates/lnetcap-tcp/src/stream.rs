@@ -60,9 +60,9 @@ struct Chunk {
 /// ring grows, so the ring is as large as with eager forgetting, and the ranges held are
 /// bounded by the ring's bytes. On a header-only capture, where each record forgot the one
 /// range that fell out, the ranges of a full ring are now dropped in one pass: 1.6 % fewer
-/// instructions for `decode` of the budget's header-only capture, 1.08x (decode) and 1.05x
-/// (one-thread `analyze`) in paired pinned rounds; contiguous streams forget on every
-/// record as before. The stale ranges cost memory, which ranges without their packed place
+/// instructions for `decode` of the budget's header-only capture (wall time: 1.08x in one
+/// set of paired pinned rounds, 1.00x in two later ones, within the host's noise);
+/// contiguous streams forget on every record as before. The stale ranges cost memory, which ranges without their packed place
 /// ([`Span`]) give back: peak RSS of 1,200 connections 45.7 MiB before (one thread), 47.8
 /// lazily, 46.6 with 16-byte ranges; two threads 55.4, 57.0, 55.8.
 #[derive(Default)]
