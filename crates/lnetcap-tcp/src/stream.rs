@@ -62,9 +62,10 @@ struct Chunk {
 /// range that fell out, the ranges of a full ring are now dropped in one pass: 1.6 % fewer
 /// instructions for `decode` of the budget's header-only capture (wall time: 1.08x in one
 /// set of paired pinned rounds, 1.00x in two later ones, within the host's noise);
-/// contiguous streams forget on every record as before. The stale ranges cost memory, which ranges without their packed place
-/// ([`Span`]) give back: peak RSS of 1,200 connections 45.7 MiB before (one thread), 47.8
-/// lazily, 46.6 with 16-byte ranges; two threads 55.4, 57.0, 55.8.
+/// contiguous streams forget on every record as before. The stale ranges cost memory,
+/// which ranges without their packed place ([`Span`]) give back: peak RSS of 1,200
+/// connections 45.7 MiB before (one thread), 47.8 lazily, 46.6 with 16-byte ranges; two
+/// threads 55.4, 57.0, 55.8.
 #[derive(Default)]
 struct History {
     /// Packed bytes: the `k`-th byte ever recorded at `k & (len − 1)`; the length a power
@@ -662,6 +663,9 @@ mod tests {
                 let held = model.range(floor..).count();
                 prop_assert!(h.held >= held, "held {} of the window's {}", h.held, held);
                 prop_assert_eq!(h.held as u64, h.ranges.live().iter().map(|r| r.end - r.start).sum::<u64>());
+                // Exactly the window's bytes at or after its floor.
+                let in_window: u64 = h.ranges.live().iter().map(|r| r.end.saturating_sub(r.start.max(floor))).sum();
+                prop_assert_eq!(in_window, held as u64);
                 most = most.max(held);
                 prop_assert!(h.ring.len() <= most.next_power_of_two().max(256), "ring {} for {} bytes", h.ring.len(), most);
             }
