@@ -50,7 +50,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{unbounded, Receiver, RecvError, RecvTimeoutError, Sender, TryRecvError};
 use lnetcap_capture::prefetch::prefetch_lines;
-use lnetcap_capture::{Packet, SharedBlock};
+use lnetcap_capture::{Packet, Shared, SharedBlock};
 use lnetcap_lnet::pipeline::{DecodeConfig, Pipeline};
 use lnetcap_lnet::{LnetEvent, Message};
 use lnetcap_tcp::{partition_of, CapturePoint, ConnId, Connection, Stamp};
@@ -193,6 +193,14 @@ impl Batch {
         };
         all.get(raw.start as usize..(raw.start + raw.len) as usize).unwrap_or(&[])
     }
+
+    /// The reader's block a packet lies in (for its origin: `Packet::origin`), unless it
+    /// was copied into the batch.
+    #[inline(always)]
+    fn shared(&self, raw: &RawPacket) -> Option<Shared<'_>> {
+        let block = self.blocks.get(raw.block as usize)?;
+        Some(Shared { block, start: raw.start as usize })
+    }
 }
 
 /// The share of each partition of the connection limit, of `n` shares: partition % n,
@@ -284,7 +292,7 @@ impl Worker {
                         data: if i < PREFETCH_AHEAD { batch.data(&raw) } else { ahead[i % AHEAD_RING] },
                         offset: raw.offset,
                         interface: raw.interface,
-                        shared: None,
+                        shared: batch.shared(&raw),
                     };
                     let f = stamp.frame;
                     // A sweep of another worker's frame: its events as they stand now

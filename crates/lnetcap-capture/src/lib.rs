@@ -19,10 +19,12 @@ pub mod link;
 mod map;
 pub mod prefetch;
 pub mod reader;
+pub mod reread;
 
 pub use error::CaptureError;
 pub use link::{decode_packet, tcp_tuple, Decoded, IpPair, Ipv4Text, NotTcp, TcpFlags, TcpSegment, TupleWords};
 pub use reader::{CaptureFormat, CaptureReader, Compression, InputBlock, Packet, Rec, Run, Shared, SharedBlock};
+pub use reread::{Origin, Reread};
 
 /// Well-known link types (LINKTYPE_* values as stored in pcap / pcapng).
 pub mod linktype {

@@ -28,13 +28,27 @@ use crate::limits::{
     MAX_SHARED_BLOCK_BYTES, MAX_SPARE_BLOCKS, STREAM_CHUNK_BYTES,
 };
 use crate::map::{prefetch, MappedFile};
+use crate::reread::{Origin, Reread};
 
 /// A block of input bytes that packets borrow from and other threads may share.
 pub type SharedBlock = Arc<InputBlock>;
 
-/// Bytes of input: read into memory, or a window of a mapped file.
+/// Bytes of input: read into memory, or a window of a mapped file; with the capture they
+/// can be read again from, and where, when they are its own bytes ([`Packet::origin`]).
 #[derive(Debug, Clone, Default)]
-pub struct InputBlock(Bytes);
+pub struct InputBlock {
+    bytes: Bytes,
+    /// The capture these bytes are of, when it can be read again.
+    reread: Option<Arc<Reread>>,
+    /// Offset in it of the block's first byte.
+    base: u64,
+}
+
+impl InputBlock {
+    fn new(bytes: Bytes, reread: Option<Arc<Reread>>, base: u64) -> Self {
+        Self { bytes, reread, base }
+    }
+}
 
 #[derive(Debug, Clone)]
 enum Bytes {
@@ -56,7 +70,7 @@ impl std::ops::Deref for InputBlock {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
-        match &self.0 {
+        match &self.bytes {
             Bytes::Heap(v) => v,
             Bytes::Whole(v) => v,
             Bytes::Map { file, start, len } => file.bytes().get(*start..*start + *len).unwrap_or(&[]),
@@ -67,10 +81,10 @@ impl std::ops::Deref for InputBlock {
 impl InputBlock {
     /// The buffer of a block read into memory (any other block becomes an empty one).
     fn heap(&mut self) -> &mut Vec<u8> {
-        if !matches!(self.0, Bytes::Heap(_)) {
-            self.0 = Bytes::Heap(Vec::new());
+        if !matches!(self.bytes, Bytes::Heap(_)) {
+            self.bytes = Bytes::Heap(Vec::new());
         }
-        match &mut self.0 {
+        match &mut self.bytes {
             Bytes::Heap(v) => v,
             _ => unreachable!("made a heap block above"),
         }
@@ -115,6 +129,18 @@ impl<'a> Packet<'a> {
         let sh = self.shared?;
         let at = sh.block.get(sh.start..sh.start.checked_add(self.data.len())?)?;
         std::ptr::eq(at.as_ptr(), self.data.as_ptr()).then_some((sh.block, sh.start))
+    }
+
+    /// Where `data` lies in a capture that can be read again (a plain regular file, or a
+    /// capture in memory), when it is that capture's own bytes (where `shared` says).
+    #[inline(always)]
+    pub fn origin(&self) -> Option<Origin<'a>> {
+        let sh = self.shared?;
+        let src = sh.block.reread.as_ref()?;
+        let block: &[u8] = sh.block;
+        let end = sh.start.checked_add(self.data.len())?;
+        let here = end <= block.len() && std::ptr::eq(block.as_ptr().wrapping_add(sh.start), self.data.as_ptr());
+        here.then_some(Origin { src, at: sh.block.base + sh.start as u64 })
     }
 }
 
@@ -186,6 +212,8 @@ enum Storage {
         share: bool,
         /// Oldest first: the reader goes on in the free one it left longest ago.
         spare: VecDeque<SharedBlock>,
+        /// The file, to be read again at a place (a regular file, not compressed).
+        reread: Option<Arc<Reread>>,
     },
     /// A mapped regular file: `buf` is the window `[base, base + buf.len())` of it the
     /// reader parses (records are shared from it, never copied); `limit` the file's
@@ -193,6 +221,7 @@ enum Storage {
     /// `released` how far the file's pages have been unmapped behind the cursor.
     Mapped {
         file: Arc<MappedFile>,
+        reread: Option<Arc<Reread>>,
         buf: SharedBlock,
         limit: usize,
         released: usize,
@@ -311,23 +340,25 @@ impl CaptureReader {
         let meta = file.metadata().ok();
         let total = meta.as_ref().map(|m| m.len());
         let regular = meta.is_some_and(|m| m.is_file());
+        let reread = if regular { Reread::file(&file) } else { None };
         // The kernel's copy into a read buffer was a third to a half of a full-payload
         // run; a map does without it (README Speed). A file cut short under the map ends
         // there with an error instead of SIGBUS (`map`).
         if may_map && regular && worth_mapping(&file) {
             match MappedFile::open(file, total.unwrap_or(0)) {
-                Ok(map) => return Self::mapped(name, map),
+                Ok(map) => return Self::mapped(name, map, reread),
                 Err(f) => file = f,
             }
         }
-        Self::from_stream(&name, Box::new(file), total, regular)
+        Self::from_stream(&name, Box::new(file), total, regular, reread)
     }
 
     /// A reader of a mapped file: windows of the map, from its first byte.
-    fn mapped(name: String, file: Arc<MappedFile>) -> Result<Self, CaptureError> {
+    fn mapped(name: String, file: Arc<MappedFile>, reread: Option<Arc<Reread>>) -> Result<Self, CaptureError> {
         let limit = file.bytes().len();
-        let buf = Arc::new(InputBlock(Bytes::Map { file: Arc::clone(&file), start: 0, len: 0 }));
-        let storage = Storage::Mapped { file, buf, limit, released: 0, shrank: Shrink::No };
+        let bytes = Bytes::Map { file: Arc::clone(&file), start: 0, len: 0 };
+        let buf = Arc::new(InputBlock::new(bytes, reread.clone(), 0));
+        let storage = Storage::Mapped { file, reread, buf, limit, released: 0, shrank: Shrink::No };
         Self::with_storage(name, storage, Compression::None, Some(limit as u64), None)
     }
 
@@ -344,18 +375,26 @@ impl CaptureReader {
     /// Reads an uncompressed capture shared with the caller (benchmarks: no copy per run).
     pub fn from_shared(name: &str, bytes: Arc<Vec<u8>>) -> Result<Self, CaptureError> {
         let total = bytes.len() as u64;
-        let block = Arc::new(InputBlock(Bytes::Whole(bytes)));
+        let reread = Reread::memory(Arc::clone(&bytes));
+        let block = Arc::new(InputBlock::new(Bytes::Whole(bytes), Some(reread), 0));
         Self::with_storage(name.to_string(), Storage::Shared(block), Compression::None, Some(total), None)
     }
 
     /// Reads a capture from any byte stream (pipes, sockets); gzip / zstd are recognised.
     pub fn from_reader(name: &str, reader: Box<dyn Read>, total: Option<u64>) -> Result<Self, CaptureError> {
-        Self::from_stream(name, reader, total, false)
+        Self::from_stream(name, reader, total, false, None)
     }
 
     /// [`CaptureReader::from_reader`]; `share`: the input gives whole chunks per read (a
-    /// regular file), so that its blocks are worth sharing when it is not compressed.
-    fn from_stream(name: &str, reader: Box<dyn Read>, total: Option<u64>, share: bool) -> Result<Self, CaptureError> {
+    /// regular file), so that its blocks are worth sharing when it is not compressed;
+    /// `reread`: the file, whose bytes can then be read again where they lie.
+    fn from_stream(
+        name: &str,
+        reader: Box<dyn Read>,
+        total: Option<u64>,
+        share: bool,
+        reread: Option<Arc<Reread>>,
+    ) -> Result<Self, CaptureError> {
         let counter = Counter::default();
         let mut reader: Box<dyn Read> = Box::new(CountingRead { inner: reader, counter: counter.clone() });
         let mut magic = [0u8; 4];
@@ -371,6 +410,7 @@ impl CaptureReader {
             (chained, Compression::None)
         };
         let share = share && compression == Compression::None;
+        let reread = reread.filter(|_| share);
         let storage = Storage::Stream {
             reader: stream,
             buf: SharedBlock::default(),
@@ -378,6 +418,7 @@ impl CaptureReader {
             eof: false,
             share,
             spare: VecDeque::new(),
+            reread,
         };
         Self::with_storage(name.to_string(), storage, compression, total, Some(counter))
     }
@@ -471,7 +512,7 @@ impl CaptureReader {
             return self.refill_map(want);
         }
         let frame = self.frame;
-        let Storage::Stream { reader, buf, end, eof, spare, .. } = &mut self.storage else {
+        let Storage::Stream { reader, buf, end, eof, spare, reread, .. } = &mut self.storage else {
             return Ok(false);
         };
         if *eof {
@@ -502,7 +543,8 @@ impl CaptureReader {
             self.pos = 0;
         }
         // No other holder now: make_mut does not copy.
-        let buf = Arc::make_mut(buf).heap();
+        let block = Arc::make_mut(buf);
+        let buf = block.heap();
         // Compact: move the unread bytes to the front.
         if self.pos > 0 {
             buf.copy_within(self.pos..*end, 0);
@@ -510,6 +552,13 @@ impl CaptureReader {
             self.base += self.pos as u64;
             self.pos = 0;
         }
+        // The block's first byte is at `base` of the input (a place in the file, which
+        // packets' origins are counted from).
+        block.base = self.base;
+        if block.reread.is_none() {
+            block.reread = reread.clone();
+        }
+        let buf = block.heap();
         let need = (*end + want.max(STREAM_CHUNK_BYTES)).min(*end + MAX_RECORD_BYTES + STREAM_CHUNK_BYTES);
         if buf.len() < need {
             buf.resize(need, 0);
@@ -554,7 +603,9 @@ impl CaptureReader {
             }
         }
         let (at, frame) = (self.base as usize + self.pos, self.frame);
-        let Storage::Mapped { file, buf, limit, released, shrank } = &mut self.storage else { return Ok(false) };
+        let Storage::Mapped { file, reread, buf, limit, released, shrank } = &mut self.storage else {
+            return Ok(false);
+        };
         let have = buf.len().saturating_sub(self.pos);
         let len = (have + want.max(MAP_WINDOW_BYTES)).min(limit.saturating_sub(at));
         if len <= have {
@@ -567,7 +618,8 @@ impl CaptureReader {
             return Err(io_err(&what, io::Error::new(io::ErrorKind::UnexpectedEof, why)));
         }
         file.populate(at + have, len - have);
-        *buf = Arc::new(InputBlock(Bytes::Map { file: Arc::clone(file), start: at, len }));
+        let bytes = Bytes::Map { file: Arc::clone(file), start: at, len };
+        *buf = Arc::new(InputBlock::new(bytes, reread.clone(), at as u64));
         self.base = at as u64;
         self.pos = 0;
         if at >= *released + MAP_KEEP_BEHIND + MAP_RELEASE_STEP {
@@ -598,12 +650,13 @@ impl CaptureReader {
     /// The mapped file is `now` bytes long, shorter than mapped: the window ends there.
     fn cut_map(&mut self, now: usize) {
         let start = self.base as usize;
-        let Storage::Mapped { file, buf, limit, shrank, .. } = &mut self.storage else { return };
+        let Storage::Mapped { file, reread, buf, limit, shrank, .. } = &mut self.storage else { return };
         let now = now.min(*limit);
         *shrank = Shrink::Seen(*limit);
         *limit = now;
         let keep = now.saturating_sub(start).min(buf.len());
-        *buf = Arc::new(InputBlock(Bytes::Map { file: Arc::clone(file), start, len: keep }));
+        let bytes = Bytes::Map { file: Arc::clone(file), start, len: keep };
+        *buf = Arc::new(InputBlock::new(bytes, reread.clone(), start as u64));
         self.pos = self.pos.min(keep);
     }
 
@@ -1229,7 +1282,7 @@ mod tests {
     /// the reader used.
     fn read_holding_blocks(input: Box<dyn Read>) -> usize {
         let (n, len) = (4000u32, 1000usize);
-        let mut r = CaptureReader::from_stream("t", input, None, true).unwrap();
+        let mut r = CaptureReader::from_stream("t", input, None, true, None).unwrap();
         let mut held: VecDeque<(SharedBlock, usize, u32)> = VecDeque::new();
         // Blocks by address (holding them here would keep every one alive).
         let mut blocks = Vec::new();
@@ -1270,7 +1323,8 @@ mod tests {
         // A "worker" holds the blocks of HOLD packets and lets go of them at once, as a
         // parallel run's workers let go of a set's: every block comes back after all the
         // others, in the order the reader left them.
-        let mut r = CaptureReader::from_stream("t", Box::new(io::Cursor::new(pcap(16_000, 1000))), None, true).unwrap();
+        let mut r =
+            CaptureReader::from_stream("t", Box::new(io::Cursor::new(pcap(16_000, 1000))), None, true, None).unwrap();
         let mut held = Vec::new();
         let mut order: Vec<usize> = Vec::new();
         while let Some(p) = r.next_packet().unwrap() {
@@ -1320,6 +1374,85 @@ mod tests {
         };
         let mut r = CaptureReader::from_bytes("t", gz).unwrap();
         assert!(r.next_packet().unwrap().unwrap().shared_data().is_none());
+    }
+
+    /// Every packet's origin, read again from the file, is its bytes: records across many
+    /// refills and block changes, read or mapped, one by one or in runs, pcap and pcapng.
+    #[test]
+    fn a_packets_origin_reads_back_its_bytes() {
+        let check = |r: &mut CaptureReader, runs: bool| -> usize {
+            let mut n = 0;
+            let mut recs = Vec::new();
+            let mut buf = Vec::new();
+            let mut same = |p: &Packet<'_>| {
+                let o = p.origin().expect("a plain file's packet has an origin");
+                buf.resize(p.data.len(), 0);
+                assert!(o.src.read_at(o.at, &mut buf));
+                assert_eq!(buf, p.data, "frame {}", p.frame);
+            };
+            loop {
+                recs.clear();
+                if runs {
+                    if let Some(run) = r.next_run(&mut recs, 64) {
+                        for rec in &recs {
+                            same(&run.packet(rec));
+                            n += 1;
+                        }
+                        if !recs.is_empty() {
+                            continue;
+                        }
+                    }
+                }
+                let Some(p) = r.next_packet().unwrap() else { break };
+                same(&p);
+                n += 1;
+            }
+            n
+        };
+        let f = TempFile::new("origin", &pcap(3000, 1000));
+        for runs in [false, true] {
+            assert_eq!(check(&mut CaptureReader::open_unmapped(&f.0).unwrap(), runs), 3000);
+            assert_eq!(check(&mut CaptureReader::open_mapped(&f.0).unwrap(), runs), 3000);
+            let mem = Arc::new(pcap(3000, 1000));
+            assert_eq!(check(&mut CaptureReader::from_shared("t", mem).unwrap(), runs), 3000);
+        }
+        // pcapng: enhanced packet blocks after a section and an interface block.
+        let mut ng = vec![
+            0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0, 0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0xff, 0xff, 0xff, 28, 0, 0, 0,
+        ];
+        ng.extend_from_slice(&[1, 0, 0, 0, 20, 0, 0, 0, 1, 0, 0, 0, 0xff, 0xff, 0, 0, 20, 0, 0, 0]);
+        for i in 0..500u32 {
+            let len = 50 + (i as usize % 7);
+            let total = 32 + len.next_multiple_of(4);
+            for w in [6, total as u32, 0, 0, i, len as u32, len as u32] {
+                ng.extend_from_slice(&w.to_le_bytes());
+            }
+            ng.extend_from_slice(&record_bytes(i, len));
+            ng.resize(ng.len() + len.next_multiple_of(4) - len, 0);
+            ng.extend_from_slice(&(total as u32).to_le_bytes());
+        }
+        let f = TempFile::new("origin-ng", &ng);
+        assert_eq!(check(&mut CaptureReader::open_unmapped(&f.0).unwrap(), false), 500);
+        // Where bytes are not the file's own (a pipe, memory handed over, compressed input,
+        // a packet a wrapper moved), none.
+        let f = TempFile::new("origin-none", &pcap(2, 100));
+        let mut r = CaptureReader::open_unmapped(&f.0).unwrap();
+        let p = r.next_packet().unwrap().unwrap();
+        let elsewhere = p.data.to_vec();
+        assert!(Packet { data: &elsewhere, ..p }.origin().is_none());
+        let mut r = CaptureReader::from_reader("t", Box::new(io::Cursor::new(pcap(2, 100))), None).unwrap();
+        assert!(r.next_packet().unwrap().unwrap().origin().is_none());
+        let mut r = CaptureReader::from_bytes("t", pcap(2, 100)).unwrap();
+        assert!(r.next_packet().unwrap().unwrap().origin().is_none());
+        let gz = {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            io::Write::write_all(&mut e, &pcap(2, 100)).unwrap();
+            e.finish().unwrap()
+        };
+        let gz = TempFile::new("origin-gz", &gz);
+        let mut r = CaptureReader::open_unmapped(&gz.0).unwrap();
+        assert!(r.next_packet().unwrap().unwrap().origin().is_none());
     }
 
     /// A packet as both ways of reading see it (bytes copied out, where it lies in a
@@ -1430,8 +1563,8 @@ mod tests {
             let open = || match kind {
                 0 => CaptureReader::from_bytes("t", bytes.clone()).unwrap(),
                 1 => CaptureReader::from_shared("t", Arc::new(bytes.clone())).unwrap(),
-                2 => CaptureReader::from_stream("t", Box::new(io::Cursor::new(bytes.clone())), None, true).unwrap(),
-                _ => CaptureReader::from_stream("t", Box::new(Uneven(io::Cursor::new(bytes.clone()), reads.clone(), 0)), None, true).unwrap(),
+                2 => CaptureReader::from_stream("t", Box::new(io::Cursor::new(bytes.clone())), None, true, None).unwrap(),
+                _ => CaptureReader::from_stream("t", Box::new(Uneven(io::Cursor::new(bytes.clone()), reads.clone(), 0)), None, true, None).unwrap(),
             };
             let want = read_all(open(), &[]);
             // Whole, it is read whole: the comparison is over every record.

@@ -182,6 +182,7 @@ fn anomaly_name(a: &lnetcap_tcp::Anomaly) -> &'static str {
         lnetcap_tcp::Anomaly::OverlapConflict { .. } => "overlap_conflict",
         lnetcap_tcp::Anomaly::BeforeStreamStart { .. } => "before_stream_start",
         lnetcap_tcp::Anomaly::DataAfterFin { .. } => "data_after_fin",
+        lnetcap_tcp::Anomaly::HistoryUnreadable { .. } => "history_unreadable",
     }
 }
 

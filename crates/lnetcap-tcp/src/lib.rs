@@ -84,6 +84,16 @@ pub enum Anomaly {
         /// Bytes dropped.
         bytes: u64,
     },
+    /// Bytes of the first copy that could not be read back from the capture file, which
+    /// the retransmission history keeps places in rather than copies: the file changed
+    /// (length or modification time) since the run opened it. A retransmitted copy of
+    /// them is not compared.
+    HistoryUnreadable {
+        /// Stream offset of the first byte not read back.
+        offset: u64,
+        /// Bytes not read back.
+        bytes: u64,
+    },
 }
 
 /// What a flow table reports to its sink, in stream order per direction.

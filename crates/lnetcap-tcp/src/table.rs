@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 
-use lnetcap_capture::TcpSegment;
+use lnetcap_capture::{Origin, TcpSegment};
 
 use crate::limits::{CONNECTION_PARTITIONS, MAX_HOLE_WAIT_NS, MAX_OPEN_CONNECTIONS};
 use crate::perf::{ConnPerf, DirPerf, SegInfo};
@@ -688,6 +688,19 @@ impl FlowTable {
 
     /// Processes one TCP segment.
     pub fn process(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> SegmentOutcome {
+        self.process_from(seg, None, stamp, sink)
+    }
+
+    /// [`FlowTable::process`] of a segment whose captured payload lies at `origin` of a
+    /// capture that can be read again: its retransmission history keeps that place
+    /// instead of a copy.
+    pub fn process_from(
+        &mut self,
+        seg: &TcpSegment<'_>,
+        origin: Option<Origin<'_>>,
+        stamp: Stamp,
+        sink: &mut impl StreamSink,
+    ) -> SegmentOutcome {
         if !self.sweep_told && SweepClock::due(&mut self.next_sweep_ns, stamp.ts_ns) {
             self.sweep(stamp.ts_ns, sink);
         }
@@ -749,7 +762,8 @@ impl FlowTable {
         peer.expire(stamp.ts_ns, &mut |st, ev| emit_dir(dir.reverse(), st, ev));
         let data_seq = if seg.flags.syn() { seg.seq.wrapping_add(1) } else { seg.seq };
         if seg.payload_len > 0 {
-            this.on_data(data_seq, u64::from(seg.payload_len), seg.payload, stamp, &mut |st, ev| emit_dir(dir, st, ev));
+            let len = u64::from(seg.payload_len);
+            this.on_data(data_seq, len, seg.payload, origin, stamp, &mut |st, ev| emit_dir(dir, st, ev));
         } else if !seg.flags.syn() && !seg.flags.rst() {
             // A pure ACK's sequence number is the next byte to send: a valid origin.
             this.start_at(seg.seq);

@@ -4,6 +4,9 @@
 //! initial sequence number lies (near 2^32 included), the events delivered are the stream
 //! in order: captured bytes equal to the original, every other byte in a gap, nothing twice.
 
+use std::sync::Arc;
+
+use lnetcap_capture::{Origin, Reread};
 use lnetcap_tcp::limits::{MAX_HOLE_SPAN, MAX_HOLE_WAIT_NS, MAX_OOO_SEGMENTS};
 use lnetcap_tcp::{Anomaly, GapReason, Stamp, StreamEvent, StreamHalf};
 use proptest::prelude::*;
@@ -15,8 +18,27 @@ struct Seg {
     captured: usize,
 }
 
-/// Replays segments and returns (byte or None for gap, per offset), plus anomalies.
-fn replay(data: &[u8], isn: u32, segs: &[Seg]) -> (Vec<Option<u8>>, Vec<Anomaly>, u64) {
+/// A capture of the segments' captured bytes one after the other, and where each lies
+/// in it: what the history keeps of a segment by reference instead of a copy.
+fn capture_of<'a>(segs: impl Iterator<Item = &'a [u8]>) -> (Arc<Reread>, Vec<u64>) {
+    let mut file = vec![0xee; 3];
+    let mut at = Vec::new();
+    for b in segs {
+        at.push(file.len() as u64);
+        file.extend_from_slice(b);
+        file.push(0xee);
+    }
+    (Reread::memory(Arc::new(file)), at)
+}
+
+/// Replays segments and returns (byte or None for gap, per offset), plus anomalies;
+/// `by_ref`: the segments come from a capture that can be read again.
+fn replay(data: &[u8], isn: u32, segs: &[Seg], by_ref: bool) -> (Vec<Option<u8>>, Vec<Anomaly>, u64) {
+    let captured = |s: &Seg| {
+        let bytes = &data[s.off as usize..(s.off + s.len) as usize];
+        &bytes[..s.captured.min(bytes.len())]
+    };
+    let (src, at) = capture_of(segs.iter().map(captured));
     let mut h = StreamHalf::default();
     h.on_syn(isn);
     let mut out: Vec<Option<u8>> = Vec::new();
@@ -39,16 +61,11 @@ fn replay(data: &[u8], isn: u32, segs: &[Seg]) -> (Vec<Option<u8>>, Vec<Anomaly>
     };
     for (i, s) in segs.iter().enumerate() {
         let seq = isn.wrapping_add(1).wrapping_add(s.off as u32);
-        let bytes = &data[s.off as usize..(s.off + s.len) as usize];
-        h.on_data(
-            seq,
-            s.len,
-            &bytes[..s.captured.min(bytes.len())],
-            Stamp { frame: i as u64 + 1, ts_ns: 0 },
-            &mut emit,
-        );
+        let origin = by_ref.then_some(Origin { src: &src, at: at[i] });
+        h.on_data(seq, s.len, captured(s), origin, Stamp { frame: i as u64 + 1, ts_ns: 0 }, &mut emit);
     }
     h.flush(Stamp::default(), &mut emit);
+    assert_eq!(src.failures(), 0);
     (out, anomalies, h.stats.bytes_retransmitted)
 }
 
@@ -71,11 +88,12 @@ proptest! {
         swaps in prop::collection::vec((any::<usize>(), any::<usize>()), 0..10),
         dups in prop::collection::vec(any::<usize>(), 0..6),
         isn in prop_oneof![any::<u32>(), (u32::MAX - 5000)..=u32::MAX],
+        by_ref in any::<bool>(),
     ) {
         let mut segs: Vec<Seg> = cut(data.len() as u64, &points).into_iter().map(|(off, len)| Seg { off, len, captured: len as usize }).collect();
         for d in dups { let s = segs[d % segs.len()].clone(); let at = (d / 7) % (segs.len() + 1); segs.insert(at, s); }
         for (a, b) in swaps { let n = segs.len(); segs.swap(a % n, b % n); }
-        let (out, anomalies, _) = replay(&data, isn, &segs);
+        let (out, anomalies, _) = replay(&data, isn, &segs, by_ref);
         prop_assert!(anomalies.is_empty(), "{:?}", anomalies);
         prop_assert_eq!(out, data.iter().map(|b| Some(*b)).collect::<Vec<_>>());
     }
@@ -87,10 +105,11 @@ proptest! {
         snap in 0usize..200,
         isn in any::<u32>(),
         reverse in any::<bool>(),
+        by_ref in any::<bool>(),
     ) {
         let mut segs: Vec<Seg> = cut(data.len() as u64, &points).into_iter().map(|(off, len)| Seg { off, len, captured: snap }).collect();
         if reverse { segs.reverse(); }
-        let (out, anomalies, _) = replay(&data, isn, &segs);
+        let (out, anomalies, _) = replay(&data, isn, &segs, by_ref);
         prop_assert!(anomalies.is_empty());
         let mut want = vec![None; data.len()];
         for s in &segs { for k in 0..(s.captured as u64).min(s.len) { want[(s.off + k) as usize] = Some(data[(s.off + k) as usize]); } }
@@ -103,6 +122,7 @@ proptest! {
         first in prop::collection::vec(any::<u64>(), 0..20),
         second in prop::collection::vec(any::<u64>(), 0..20),
         corrupt in any::<bool>(),
+        by_ref in any::<bool>(),
     ) {
         let mut segs: Vec<Seg> = cut(data.len() as u64, &first).into_iter().map(|(off, len)| Seg { off, len, captured: len as usize }).collect();
         segs.extend(cut(data.len() as u64, &second).into_iter().map(|(off, len)| Seg { off, len, captured: len as usize }));
@@ -110,10 +130,15 @@ proptest! {
         // The retransmitted copy differs in one byte: the first copy wins, and it is reported.
         let mut d2 = data.clone();
         if corrupt { d2[5] ^= 0xff; }
-        let (out, _, _) = replay(&copy, 7, &segs[..segs.len()]);
+        let (out, _, _) = replay(&copy, 7, &segs[..segs.len()], by_ref);
         prop_assert_eq!(&out, &copy.iter().map(|b| Some(*b)).collect::<Vec<_>>());
         // Replay with the second half of the segments taken from the corrupted copy.
         let n1 = cut(data.len() as u64, &first).len();
+        let bytes_of = |i: usize, s: &Seg| {
+            let src = if i < n1 { &data } else { &d2 };
+            &src[s.off as usize..(s.off + s.len) as usize]
+        };
+        let (file, at) = capture_of(segs.iter().enumerate().map(|(i, s)| bytes_of(i, s)));
         let mut h = StreamHalf::default();
         h.on_syn(7);
         let mut got = Vec::new();
@@ -124,11 +149,11 @@ proptest! {
             _ => {}
         };
         for (i, s) in segs.iter().enumerate() {
-            let src = if i < n1 { &data } else { &d2 };
-            let b = &src[s.off as usize..(s.off + s.len) as usize];
-            h.on_data(8u32.wrapping_add(s.off as u32), s.len, b, Stamp::default(), &mut emit);
+            let origin = by_ref.then_some(Origin { src: &file, at: at[i] });
+            h.on_data(8u32.wrapping_add(s.off as u32), s.len, bytes_of(i, s), origin, Stamp::default(), &mut emit);
         }
         h.flush(Stamp::default(), &mut emit);
+        prop_assert_eq!(file.failures(), 0);
         prop_assert_eq!(&got, &data);
         prop_assert_eq!(conflicts, u64::from(corrupt));
         prop_assert_eq!(h.stats.bytes_retransmitted, data.len() as u64);
@@ -143,9 +168,9 @@ fn capture_loss_acked_by_peer_becomes_a_gap() {
     h.on_syn(1000);
     let events = std::cell::RefCell::new(Vec::new());
     let mut emit = |_: Stamp, ev: StreamEvent<'_>| events.borrow_mut().push(format!("{ev:?}"));
-    h.on_data(1001, 40, &data[..40], Stamp::default(), &mut emit);
+    h.on_data(1001, 40, &data[..40], None, Stamp::default(), &mut emit);
     // Bytes 40..60 never captured; 60..100 arrive and wait.
-    h.on_data(1061, 40, &data[60..], Stamp::default(), &mut emit);
+    h.on_data(1061, 40, &data[60..], None, Stamp::default(), &mut emit);
     assert_eq!(events.borrow().len(), 1);
     // The peer acknowledges everything: the hole was sent and received, not captured.
     h.on_peer_ack(1101, &mut emit);
@@ -188,11 +213,11 @@ fn hole_filled_later_is_delivered_in_order_without_a_gap() {
     let mut emit = |_: Stamp, ev: StreamEvent<'_>| out.borrow_mut().extend(short(ev));
     let mut h = StreamHalf::default();
     h.on_syn(999);
-    h.on_data(1000, 100, &data[..100], at(0), &mut emit);
+    h.on_data(1000, 100, &data[..100], None, at(0), &mut emit);
     // 100..200 was dropped before the capture point; 200..400 arrive first, cut by the
     // snaplen to their first 10 bytes.
-    h.on_data(1200, 100, &data[200..210], at(MS), &mut emit);
-    h.on_data(1300, 100, &data[300..310], at(MS + 1), &mut emit);
+    h.on_data(1200, 100, &data[200..210], None, at(MS), &mut emit);
+    h.on_data(1300, 100, &data[300..310], None, at(MS + 1), &mut emit);
     // The receiver's duplicate ACKs stay at the hole, and a round trip passes: nothing is
     // declared lost.
     h.on_peer_ack(1100, &mut emit);
@@ -201,7 +226,7 @@ fn hole_filled_later_is_delivered_in_order_without_a_gap() {
     assert_eq!(*out.borrow(), vec![Ev::Data(0, 100)]);
     assert!(h.has_pending());
     // The sender's retransmission fills the hole: the stream continues as if nothing was lost.
-    h.on_data(1100, 100, &data[100..200], at(31 * MS), &mut emit);
+    h.on_data(1100, 100, &data[100..200], None, at(31 * MS), &mut emit);
     assert_eq!(
         *out.borrow(),
         vec![
@@ -228,10 +253,10 @@ fn hole_never_filled_becomes_capture_loss_after_the_time_bound() {
     let t0 = 5_000 * MS;
     let mut h = StreamHalf::default();
     h.on_syn(999);
-    h.on_data(1000, 100, &data[..100], at(t0), &mut emit);
-    h.on_data(1200, 100, &data[200..300], at(t0 + 1), &mut emit);
+    h.on_data(1000, 100, &data[..100], None, at(t0), &mut emit);
+    h.on_data(1200, 100, &data[200..300], None, at(t0 + 1), &mut emit);
     // Waiting at the bound itself is still waiting, whatever brings the time.
-    h.on_data(1300, 100, &data[300..], at(t0 + 1 + MAX_HOLE_WAIT_NS), &mut emit);
+    h.on_data(1300, 100, &data[300..], None, at(t0 + 1 + MAX_HOLE_WAIT_NS), &mut emit);
     h.expire(t0 + 1 + MAX_HOLE_WAIT_NS, &mut emit);
     assert_eq!(*out.borrow(), vec![Ev::Data(0, 100)]);
     // Past it, the hole is lost by the capture and the bytes behind it flow.
@@ -243,7 +268,7 @@ fn hole_never_filled_becomes_capture_loss_after_the_time_bound() {
     assert!(!h.has_pending());
     assert_eq!((h.stats.bytes_lost, h.stats.segments_filling_holes), (100, 0));
     // A late copy of the hole is a repeat now, not a fill.
-    h.on_data(1100, 100, &data[100..200], at(t0 + 3 + MAX_HOLE_WAIT_NS), &mut emit);
+    h.on_data(1100, 100, &data[100..200], None, at(t0 + 3 + MAX_HOLE_WAIT_NS), &mut emit);
     assert_eq!(out.borrow().len(), 4);
     assert_eq!(h.stats.segments_retransmitted, 1);
 }
@@ -255,13 +280,13 @@ fn hole_never_filled_becomes_capture_loss_a_window_of_bytes_beyond_it() {
     let mut emit = |_: Stamp, ev: StreamEvent<'_>| out.borrow_mut().extend(short(ev));
     let mut h = StreamHalf::default();
     h.on_syn(999);
-    h.on_data(1000, 100, &data[..100], at(0), &mut emit);
-    h.on_data(1200, 100, &data[200..], at(1), &mut emit);
+    h.on_data(1000, 100, &data[..100], None, at(0), &mut emit);
+    h.on_data(1200, 100, &data[200..], None, at(1), &mut emit);
     assert_eq!(*out.borrow(), vec![Ev::Data(0, 100)]);
     // Bytes more than the largest TCP window beyond the hole (snaplen 0: nothing captured,
     // nothing copied): the receiver had the hole, the capture missed it.
     let far = 1100u32.wrapping_add(MAX_HOLE_SPAN as u32);
-    h.on_data(far, 10, &[], at(2), &mut emit);
+    h.on_data(far, 10, &[], None, at(2), &mut emit);
     assert_eq!(*out.borrow(), vec![Ev::Data(0, 100), Ev::Gap(100, 100, GapReason::CaptureLoss), Ev::Data(200, 100)]);
     // The bytes far ahead still wait (their hole is within a window).
     assert!(h.has_pending());
@@ -274,11 +299,11 @@ fn a_full_buffer_gives_the_hole_up_as_buffer_limit() {
     let mut emit = |_: Stamp, ev: StreamEvent<'_>| out.borrow_mut().extend(short(ev));
     let mut h = StreamHalf::default();
     h.on_syn(999);
-    h.on_data(1000, 10, &[1; 10], at(0), &mut emit);
+    h.on_data(1000, 10, &[1; 10], None, at(0), &mut emit);
     // Past a hole at 10..20, one-byte segments with a byte missing between each, until the
     // buffer holds one segment more than its bound.
     for i in 0..=MAX_OOO_SEGMENTS as u32 {
-        h.on_data(1020 + 2 * i, 1, &[], at(1), &mut emit);
+        h.on_data(1020 + 2 * i, 1, &[], None, at(1), &mut emit);
     }
     assert_eq!(
         *out.borrow(),
@@ -304,9 +329,9 @@ fn a_segment_cut_by_the_snaplen_is_one_data_event_that_carries_the_cut() {
         }
         _ => {}
     };
-    h.on_data(1, 100, &data[..10], at(0), &mut emit);
-    h.on_data(101, 100, &data[100..200], at(1), &mut emit);
-    h.on_data(201, 100, &[], at(2), &mut emit);
+    h.on_data(1, 100, &data[..10], None, at(0), &mut emit);
+    h.on_data(101, 100, &data[100..200], None, at(1), &mut emit);
+    h.on_data(201, 100, &[], None, at(2), &mut emit);
     assert_eq!(raw, vec![(0, 10, 90, true), (100, 100, 0, true), (200, 0, 100, false)]);
     assert_eq!(h.stats.gaps, 2);
     assert_eq!(h.stats.bytes_snaplen, 190);

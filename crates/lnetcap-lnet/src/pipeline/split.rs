@@ -62,7 +62,14 @@ impl Pipeline {
         let decoded = decode_packet(pkt.linktype, pkt.data, pkt.origlen);
         match &decoded {
             Ok(seg) => {
-                let o = self.table.process(seg, stamp, &mut self.dec);
+                // Where the captured payload lies in a capture that can be read again: the
+                // flow table keeps that place instead of a copy of the bytes.
+                let origin = if seg.payload.is_empty() {
+                    None
+                } else {
+                    pkt.origin().zip(payload_at(pkt.data, seg.payload)).map(|(o, d)| o.advanced(d))
+                };
+                let o = self.table.process_from(seg, origin, stamp, &mut self.dec);
                 let st = self.dec.state(o.conn);
                 if seg.payload_len > 0 {
                     st.frames_data += 1;
@@ -144,6 +151,14 @@ impl Pipeline {
         self.table = FlowTable::merged(tables, total);
         self.dec = Decoder::merged(cfg, decs, total);
     }
+}
+
+/// Where `payload` starts in `data`, when it lies within it (as the link decoding's
+/// slices do).
+#[inline(always)]
+fn payload_at(data: &[u8], payload: &[u8]) -> Option<usize> {
+    let d = (payload.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
+    (d.checked_add(payload.len())? <= data.len()).then_some(d)
 }
 
 impl Decoder {
