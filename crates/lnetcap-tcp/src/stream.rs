@@ -102,7 +102,14 @@ struct History {
     src: Option<Arc<Reread>>,
     /// Ranges recorded by reference, ascending.
     refs: Ranges<Ref>,
+    /// Reads made to compare retransmitted copies while by reference ([`MAX_REREADS`]).
+    rereads: u32,
 }
+
+/// What [`History::compare`] found: (differing bytes, offset of the first difference),
+/// and the bytes held by reference that could not be read back (and the first one's
+/// offset), if any.
+type Compared = ((u64, u64), Option<(u64, u64)>);
 
 /// A stream range [start, end) recorded by reference: its captured bytes lie at `at` of
 /// the capture ([`History::src`]).
@@ -117,8 +124,24 @@ struct Ref {
 /// few more than the 1,448-byte segments of a window.
 const REFS_KEPT: usize = 64;
 
-/// Bytes read back at a time to compare a retransmitted copy with.
-const REREAD_CHUNK: usize = 2048;
+/// Ranges recorded by reference in the window at most: a direction of smaller segments
+/// (under 256 bytes on average) has its places read back into copies, and copies from
+/// then on. With [`MAX_REREADS`], what bounds the reads a crafted capture can ask for.
+const MAX_REFS: usize = 256;
+
+/// Reads back a history by reference makes to compare retransmitted copies: past this,
+/// its places are read back into copies (one read for places close together in the
+/// capture, [`COALESCE_GAP`]) and it copies from then on. A read a retransmission is
+/// cheap on real traffic; a flood of retransmitted segments of a byte each would
+/// otherwise cost a system call each, where a copy costs a comparison.
+const MAX_REREADS: u32 = 64;
+
+/// Places at most this far apart in the capture are read back in one read when a
+/// history turns into copies, up to [`COALESCE_MAX`] bytes a read.
+const COALESCE_GAP: u64 = 4096;
+
+/// The longest read of [`History::materialize`].
+const COALESCE_MAX: u64 = 256 * 1024;
 
 /// A known stream range [start, end). Its bytes' packed places need no field: the ranges
 /// are contiguous in the ring and end at `head`, so the first starts at `head − held` and
@@ -199,8 +222,7 @@ impl History {
         const { assert!(HISTORY_BYTES.is_power_of_two()) };
         if let Some(o) = origin {
             if self.by_ref(o.src) {
-                self.record_ref(off, bytes.len(), o.at);
-                return None;
+                return self.record_ref(off, bytes.len(), o.at);
             }
         }
         let unread = if self.src.is_some() { self.materialize() } else { None };
@@ -247,11 +269,12 @@ impl History {
 
     /// Keeps where the `n` captured bytes at stream offset `off` lie: at `at` of the
     /// capture. Forgets what fell out of the window once more than [`REFS_KEPT`] ranges
-    /// are held.
+    /// are held; past [`MAX_REFS`] in the window, turns into copies (returns what could
+    /// not be read back, as [`History::materialize`]).
     #[inline(always)]
-    fn record_ref(&mut self, off: u64, n: usize, at: u64) {
+    fn record_ref(&mut self, off: u64, n: usize, at: u64) -> Option<(u64, u64)> {
         if n == 0 {
-            return;
+            return None;
         }
         let end = off + n as u64;
         self.refs.push_back(Ref { start: off, end, at });
@@ -261,7 +284,11 @@ impl History {
             while self.refs.front_mut().is_some_and(|r| r.end <= floor) {
                 self.refs.pop_front();
             }
+            if self.refs.live().len() > MAX_REFS {
+                return self.materialize();
+            }
         }
+        None
     }
 
     /// Turns the places held into copies: the window's bytes read back from the capture
@@ -272,20 +299,45 @@ impl History {
     fn materialize(&mut self) -> Option<(u64, u64)> {
         let src = self.src.take()?;
         let refs = std::mem::take(&mut self.refs);
+        self.rereads = 0;
         let (end, floor) = (self.end, self.end.saturating_sub(HISTORY_BYTES as u64));
+        // The window's part of each range: (stream offset, place, length).
+        let parts: Vec<(u64, u64, u64)> = refs
+            .live()
+            .iter()
+            .filter(|r| r.end > floor)
+            .map(|r| {
+                let lo = r.start.max(floor);
+                (lo, r.at + (lo - r.start), r.end - lo)
+            })
+            .collect();
         let mut buf = Vec::new();
         let mut unread: Option<(u64, u64)> = None;
-        for r in refs.live() {
-            let lo = r.start.max(floor);
-            if lo < r.end {
-                buf.resize((r.end - lo) as usize, 0);
-                if src.read_at(r.at + (lo - r.start), &mut buf) {
-                    self.record_any(lo, &buf);
-                } else {
-                    let (first, n) = unread.unwrap_or((lo, 0));
-                    unread = Some((first, n + (r.end - lo)));
+        let mut i = 0;
+        while i < parts.len() {
+            // Parts close together in the capture, in one read.
+            let (from, mut to) = (parts[i].1, parts[i].1 + parts[i].2);
+            let mut j = i + 1;
+            while let Some(&(_, at, n)) = parts.get(j) {
+                if at < to || at - to > COALESCE_GAP || at + n - from > COALESCE_MAX {
+                    break;
+                }
+                to = at + n;
+                j += 1;
+            }
+            buf.resize((to - from) as usize, 0);
+            if src.read_at(from, &mut buf) {
+                for &(off, at, n) in &parts[i..j] {
+                    let k = (at - from) as usize;
+                    self.record_any(off, &buf[k..k + n as usize]);
+                }
+            } else {
+                for &(off, _, n) in &parts[i..j] {
+                    let (first, sum) = unread.unwrap_or((off, 0));
+                    unread = Some((first, sum + n));
                 }
             }
+            i = j;
         }
         self.end = end;
         unread
@@ -368,9 +420,15 @@ impl History {
     /// Compares `bytes` (at stream offset `off`) with the known history. Returns (differing
     /// bytes, offset of the first difference), and the bytes held by reference that could
     /// not be read back to compare with (and the first one's offset), if any.
-    fn compare(&self, off: u64, bytes: &[u8]) -> ((u64, u64), Option<(u64, u64)>) {
+    fn compare(&mut self, off: u64, bytes: &[u8]) -> Compared {
         if let Some(src) = &self.src {
-            return self.compare_refs(src, off, bytes);
+            if self.rereads < MAX_REREADS {
+                let (compared, reads) = self.compare_refs(src, off, bytes);
+                self.rereads = self.rereads.saturating_add(reads);
+                return compared;
+            }
+            let unread = self.materialize();
+            return (self.compare_copies(off, bytes), unread);
         }
         (self.compare_copies(off, bytes), None)
     }
@@ -403,36 +461,39 @@ impl History {
 
 impl History {
     /// [`History::compare`] of ranges recorded by reference: their bytes read back from the
-    /// capture (bytes that cannot be read back are not compared, and counted).
+    /// capture (bytes that cannot be read back are not compared, and counted). Returns
+    /// the reads made too.
     #[cold]
     #[inline(never)]
-    fn compare_refs(&self, src: &Reread, off: u64, bytes: &[u8]) -> ((u64, u64), Option<(u64, u64)>) {
+    fn compare_refs(&self, src: &Reread, off: u64, bytes: &[u8]) -> (Compared, u32) {
         let end = off + bytes.len() as u64;
         let floor = self.end.saturating_sub(HISTORY_BYTES as u64).max(off);
         let (mut differ, mut first) = (0u64, u64::MAX);
         let mut unread: Option<(u64, u64)> = None;
-        let mut buf = [0u8; REREAD_CHUNK];
+        let mut reads = 0u32;
+        let mut buf = Vec::new();
         for r in self.refs.live() {
             let (lo, hi) = (r.start.max(floor), r.end.min(end));
-            let mut o = lo;
-            while o < hi {
-                let k = ((hi - o) as usize).min(REREAD_CHUNK);
-                if !src.read_at(r.at + (o - r.start), &mut buf[..k]) {
-                    let (at, n) = unread.unwrap_or((o, 0));
-                    unread = Some((at, n + (hi - o)));
-                    break;
+            if lo >= hi {
+                continue;
+            }
+            // The range's part the copy overlaps, in one read.
+            reads = reads.saturating_add(1);
+            buf.resize((hi - lo) as usize, 0);
+            if !src.read_at(r.at + (lo - r.start), &mut buf) {
+                let (at, n) = unread.unwrap_or((lo, 0));
+                unread = Some((at, n + (hi - lo)));
+                continue;
+            }
+            let mine = &bytes[(lo - off) as usize..(hi - off) as usize];
+            for (i, (a, b)) in buf.iter().zip(mine).enumerate() {
+                if a != b {
+                    differ += 1;
+                    first = first.min(lo + i as u64);
                 }
-                let mine = &bytes[(o - off) as usize..][..k];
-                for (i, (a, b)) in buf[..k].iter().zip(mine).enumerate() {
-                    if a != b {
-                        differ += 1;
-                        first = first.min(o + i as u64);
-                    }
-                }
-                o += k as u64;
             }
         }
-        ((differ, first), unread)
+        (((differ, first), unread), reads)
     }
 }
 
@@ -827,7 +888,7 @@ mod tests {
 
     use lnetcap_capture::{Origin, Reread};
 
-    use super::{History, Ranges, Span, HISTORY_BYTES, REFS_KEPT};
+    use super::{History, Ranges, Span, HISTORY_BYTES, MAX_REREADS, REFS_KEPT};
 
     /// (differing bytes, first difference) of `bytes` at `off` against the model's bytes
     /// at or after `floor`.
@@ -930,6 +991,58 @@ mod tests {
                 prop_assert_eq!(h.compare(off, &bytes), (model_compare(&model, floor, off, &bytes), None));
             }
             prop_assert_eq!(src[0].failures() + src[1].failures(), 0);
+        }
+    }
+
+    /// Records: (stream offset, bytes).
+    type Records = Vec<(u64, Vec<u8>)>;
+
+    /// A history by reference of `n` records of `len` bytes each, one after the other in
+    /// the stream, `gap` bytes apart in the capture; and the model of its bytes.
+    fn by_reference(n: u64, len: u64, gap: u64) -> (History, Arc<Reread>, BTreeMap<u64, u8>, Records) {
+        let records: Vec<(u64, Vec<u8>)> =
+            (0..n).map(|i| (i * len, (0..len).map(|k| (i * 13 + k * 7) as u8).collect())).collect();
+        let mut file = Vec::new();
+        let mut places = Vec::new();
+        for (_, b) in &records {
+            file.resize(file.len() + gap as usize, 0xee);
+            places.push(file.len() as u64);
+            file.extend_from_slice(b);
+        }
+        let src = Reread::memory(Arc::new(file));
+        let (mut h, mut model) = (History::default(), BTreeMap::new());
+        for ((off, b), at) in records.iter().zip(&places) {
+            h.record(*off, b, Some(Origin { src: &src, at: *at }));
+            model.extend(b.iter().enumerate().map(|(k, x)| (off + k as u64, *x)));
+        }
+        (h, src, model, records)
+    }
+
+    #[test]
+    fn a_history_of_small_segments_turns_into_copies() {
+        // 300 records of 100 bytes in the window: past MAX_REFS, copies, read back in
+        // reads of places close together (100 bytes apart: one read), or one a record
+        // (5,000 apart).
+        for gap in [100, 5000] {
+            let (mut h, src, model, _) = by_reference(300, 100, gap);
+            assert!(h.src.is_none() && !h.ring.is_empty(), "gap {gap}");
+            assert!(src.failures() == 0);
+            let bytes = vec![0x11; 3000];
+            assert_eq!(h.compare(10_000, &bytes), (model_compare(&model, 0, 10_000, &bytes), None));
+        }
+    }
+
+    #[test]
+    fn a_history_read_back_often_turns_into_copies() {
+        let (mut h, _src, model, records) = by_reference(200, 100, 10);
+        assert!(h.src.is_some());
+        // Retransmissions of one record each, one changed byte: a read each, then copies.
+        for (i, (off, b)) in records.iter().enumerate().skip(100).take(80) {
+            let mut copy = b.clone();
+            copy[i % 100] ^= 1;
+            let floor = (200 * 100u64).saturating_sub(HISTORY_BYTES as u64);
+            assert_eq!(h.compare(*off, &copy), (model_compare(&model, floor, *off, &copy), None), "compare {i}");
+            assert_eq!(h.src.is_some(), i - 100 < MAX_REREADS as usize, "compare {i}");
         }
     }
 
