@@ -284,6 +284,16 @@ pub struct CaptureReader {
     input_counter: Option<Counter>,
 }
 
+/// A reader closed: its file's handle for reading again goes too (histories still holding
+/// places in it open it again by name, `Reread::release`).
+impl Drop for CaptureReader {
+    fn drop(&mut self) {
+        if let Storage::Stream { reread: Some(r), .. } | Storage::Mapped { reread: Some(r), .. } = &self.storage {
+            r.release();
+        }
+    }
+}
+
 impl std::fmt::Debug for CaptureReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CaptureReader")
@@ -340,7 +350,7 @@ impl CaptureReader {
         let meta = file.metadata().ok();
         let total = meta.as_ref().map(|m| m.len());
         let regular = meta.is_some_and(|m| m.is_file());
-        let reread = if regular { Reread::file(&file) } else { None };
+        let reread = if regular { Reread::file(path, &file) } else { None };
         // The kernel's copy into a read buffer was a third to a half of a full-payload
         // run; a map does without it (README Speed). A file cut short under the map ends
         // there with an error instead of SIGBUS (`map`).
@@ -1384,11 +1394,18 @@ mod tests {
             let mut n = 0;
             let mut recs = Vec::new();
             let mut buf = Vec::new();
+            // Blocks held as a parallel run's workers hold them: the reader goes on in
+            // spare blocks, each with its own place in the file.
+            let mut held: Vec<SharedBlock> = Vec::new();
             let mut same = |p: &Packet<'_>| {
                 let o = p.origin().expect("a plain file's packet has an origin");
                 buf.resize(p.data.len(), 0);
                 assert!(o.src.read_at(o.at, &mut buf));
                 assert_eq!(buf, p.data, "frame {}", p.frame);
+                if p.frame % 300 == 0 {
+                    held.truncate(3);
+                    held.insert(0, SharedBlock::clone(p.shared.expect("shared").block));
+                }
             };
             loop {
                 recs.clear();
@@ -1410,6 +1427,18 @@ mod tests {
             n
         };
         let f = TempFile::new("origin", &pcap(3000, 1000));
+        // Closed, its reader lets the file's handle go; the places stay readable.
+        let mut r = CaptureReader::open_unmapped(&f.0).unwrap();
+        let p = r.next_packet().unwrap().unwrap();
+        let (o, data) = (p.origin().unwrap(), p.data.to_vec());
+        let src = Arc::clone(o.src);
+        let at = o.at;
+        assert!(src.holds_file());
+        drop(r);
+        assert!(!src.holds_file());
+        let mut back = vec![0; data.len()];
+        assert!(src.read_at(at, &mut back));
+        assert_eq!(back, data);
         for runs in [false, true] {
             assert_eq!(check(&mut CaptureReader::open_unmapped(&f.0).unwrap(), runs), 3000);
             assert_eq!(check(&mut CaptureReader::open_mapped(&f.0).unwrap(), runs), 3000);

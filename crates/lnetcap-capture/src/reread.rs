@@ -6,38 +6,72 @@
 //! regular file, read or mapped, and a capture held in memory. Pipes, standard input,
 //! compressed input and live capture give packets no [`Origin`], and the history copies.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
+use std::fs::{File, Metadata};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
 /// A capture that can be read again.
 #[derive(Debug)]
 pub struct Reread {
     kind: Kind,
-    /// Reads that could not be made (counted, for the run's warning).
+    /// Reads that could not be made (tests).
     failed: AtomicU64,
 }
 
 #[derive(Debug)]
 enum Kind {
-    /// A regular file, with its length and modification time when it was opened: a file
-    /// changed since (rewritten by a rotating `tcpdump -W`, appended to by one still
-    /// writing) is not read again, since its bytes may no longer be those the run saw.
-    File { file: File, len: u64, modified: Option<SystemTime> },
+    /// A regular file: its own handle while the run's reader of it is open
+    /// ([`Reread::release`]: a run over thousands of rotated pieces must not hold one
+    /// each), else opened again by `path` for each read; and what it was when opened. A
+    /// file changed since (rewritten by a rotating `tcpdump -W`, appended to by one still
+    /// writing, replaced) is not read again: its bytes may no longer be those the run saw.
+    File { held: Mutex<Option<File>>, path: PathBuf, was: Identity },
     /// A whole capture in memory.
     Memory(Arc<Vec<u8>>),
 }
 
+/// What a file was: device, inode, length and modification time.
+#[derive(Debug, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+impl Identity {
+    fn of(m: &Metadata) -> Self {
+        Self { dev: m.dev(), ino: m.ino(), len: m.len(), modified: m.modified().ok() }
+    }
+}
+
 impl Reread {
-    /// A regular file as it is now (its own handle: reads at a place do not move the
-    /// reader's). `None` when its metadata cannot be had.
-    pub fn file(file: &File) -> Option<Arc<Self>> {
-        let meta = file.metadata().ok()?;
-        let file = file.try_clone().ok()?;
-        let kind = Kind::File { file, len: meta.len(), modified: meta.modified().ok() };
+    /// The regular file at `path`, open as `file`, as it is now (its own handle: reads at
+    /// a place do not move the reader's). `None` when its metadata cannot be had.
+    pub fn file(path: &Path, file: &File) -> Option<Arc<Self>> {
+        let was = Identity::of(&file.metadata().ok()?);
+        let held = Mutex::new(Some(file.try_clone().ok()?));
+        let kind = Kind::File { held, path: path.to_path_buf(), was };
         Some(Arc::new(Self { kind, failed: AtomicU64::new(0) }))
+    }
+
+    /// The run's reader of the file is done: its handle is closed, and later reads open
+    /// the file again by its name (checked to be the same file, unchanged).
+    pub fn release(&self) {
+        if let Kind::File { held, .. } = &self.kind {
+            held.lock().unwrap_or_else(PoisonError::into_inner).take();
+        }
+    }
+
+    /// Whether it holds a handle of its file.
+    pub fn holds_file(&self) -> bool {
+        match &self.kind {
+            Kind::File { held, .. } => held.lock().unwrap_or_else(PoisonError::into_inner).is_some(),
+            Kind::Memory(_) => false,
+        }
     }
 
     /// A capture in memory.
@@ -50,9 +84,19 @@ impl Reread {
     /// read failed, or they lie past the end.
     pub fn read_at(&self, at: u64, buf: &mut [u8]) -> bool {
         let ok = match &self.kind {
-            Kind::File { file, len, modified } => {
-                let same = file.metadata().is_ok_and(|m| m.len() == *len && m.modified().ok() == *modified);
-                same && file.read_exact_at(buf, at).is_ok()
+            Kind::File { held, path, was } => {
+                let held = held.lock().unwrap_or_else(PoisonError::into_inner);
+                let opened;
+                let file = match &*held {
+                    Some(f) => Some(f),
+                    None => {
+                        opened = File::open(path).ok();
+                        opened.as_ref()
+                    }
+                };
+                file.is_some_and(|f| {
+                    f.metadata().is_ok_and(|m| Identity::of(&m) == *was) && f.read_exact_at(buf, at).is_ok()
+                })
             }
             Kind::Memory(bytes) => {
                 let from = usize::try_from(at).ok();
@@ -107,10 +151,15 @@ mod tests {
         let path = dir.join("f");
         std::fs::write(&path, b"0123456789").unwrap();
         let f = File::open(&path).unwrap();
-        let r = Reread::file(&f).unwrap();
+        let r = Reread::file(&path, &f).unwrap();
         let mut b = [0u8; 4];
         assert!(r.read_at(3, &mut b));
         assert_eq!(&b, b"3456");
+        // Released, it opens the file again for each read.
+        r.release();
+        assert!(!r.holds_file());
+        assert!(r.read_at(1, &mut b));
+        assert_eq!(&b, b"1234");
         // Past the end: not read, counted.
         assert!(!r.read_at(8, &mut b));
         assert_eq!(r.failures(), 1);
@@ -119,6 +168,19 @@ mod tests {
         std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"ab").unwrap();
         assert!(!r.read_at(0, &mut b));
         assert_eq!(r.failures(), 2);
+        // Another file of the same bytes and time in its place is not the file.
+        let g = File::open(&path).unwrap();
+        let r = Reread::file(&path, &g).unwrap();
+        r.release();
+        let modified = g.metadata().unwrap().modified().unwrap();
+        let other = dir.join("g");
+        std::fs::write(&other, std::fs::read(&path).unwrap()).unwrap();
+        std::fs::OpenOptions::new().write(true).open(&other).unwrap().set_modified(modified).unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        assert!(!r.read_at(0, &mut b));
+        // Gone: not read.
+        std::fs::remove_file(&path).unwrap();
+        assert!(!r.read_at(0, &mut b));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

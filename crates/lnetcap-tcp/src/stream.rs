@@ -373,8 +373,10 @@ impl History {
     fn append(&mut self, off: u64, n: usize) {
         let end = off + n as u64;
         match self.ranges.back_mut() {
-            // `self.end` first: the last range's line is read only when it is extended.
-            Some(last) if self.end == off => last.end = end,
+            // `self.end` first: the last range's line is read only when it may be extended
+            // (it may not end there: bytes a history by reference could not read back
+            // into copies are not held, `materialize`).
+            Some(last) if self.end == off && last.end == off => last.end = end,
             _ => self.ranges.push_back(Span { start: off, end }),
         }
         self.head += n as u64;
@@ -1030,6 +1032,25 @@ mod tests {
             let bytes = vec![0x11; 3000];
             assert_eq!(h.compare(10_000, &bytes), (model_compare(&model, 0, 10_000, &bytes), None));
         }
+    }
+
+    #[test]
+    fn bytes_not_read_back_into_copies_are_not_held() {
+        // The second record's place lies past the capture's end (as bytes of a file
+        // changed between two reads would): turned into copies, the history holds the
+        // first and says the second was not read back; what follows is compared with
+        // what it holds, and forgets exactly.
+        let src = Reread::memory(Arc::new(vec![1; 100]));
+        let mut h = History::default();
+        assert_eq!(h.record(0, &[1; 100], Some(Origin { src: &src, at: 0 })), None);
+        assert_eq!(h.record(100, &[2; 100], Some(Origin { src: &src, at: 10_000 })), None);
+        assert_eq!(h.record(200, &[3; 50], None), Some((100, 100)));
+        assert_eq!(h.held as u64, h.ranges.live().iter().map(|r| r.end - r.start).sum::<u64>());
+        assert_eq!(h.compare(200, &[3; 50]), ((0, u64::MAX), None));
+        assert_eq!(h.compare(0, &[1; 250]), ((50, 200), None));
+        h.record(250, &[4; 65_536], None);
+        assert_eq!(h.held as u64, h.ranges.live().iter().map(|r| r.end - r.start).sum::<u64>());
+        assert_eq!(h.compare(250, &[4; 10]), ((0, u64::MAX), None));
     }
 
     #[test]
