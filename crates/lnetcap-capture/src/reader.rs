@@ -125,6 +125,8 @@ pub struct Packet<'a> {
 
 impl<'a> Packet<'a> {
     /// The shareable block holding exactly `data`, with its offset, if there is one.
+    /// Inline: [`Packet::origin`] asks it for every data segment.
+    #[inline(always)]
     pub fn shared_data(&self) -> Option<(&'a SharedBlock, usize)> {
         let sh = self.shared?;
         let at = sh.block.get(sh.start..sh.start.checked_add(self.data.len())?)?;
@@ -135,12 +137,10 @@ impl<'a> Packet<'a> {
     /// capture in memory), when it is that capture's own bytes (where `shared` says).
     #[inline(always)]
     pub fn origin(&self) -> Option<Origin<'a>> {
-        let sh = self.shared?;
-        let src = sh.block.reread.as_ref()?;
-        let block: &[u8] = sh.block;
-        let end = sh.start.checked_add(self.data.len())?;
-        let here = end <= block.len() && std::ptr::eq(block.as_ptr().wrapping_add(sh.start), self.data.as_ptr());
-        here.then_some(Origin { src, at: sh.block.base + sh.start as u64 })
+        // A block without a capture to read again first: the check of `data` needs none.
+        let src = self.shared?.block.reread.as_ref()?;
+        let (block, start) = self.shared_data()?;
+        Some(Origin { src, at: block.base + start as u64 })
     }
 }
 
@@ -1366,24 +1366,28 @@ mod tests {
         let f = TempFile::new("share", &pcap(2, 100));
         let mut r = CaptureReader::open(&f.0).unwrap();
         let p = r.next_packet().unwrap().unwrap();
-        assert!(p.shared_data().is_some());
-        // A packet whose bytes a wrapper moved is not.
+        assert!(p.shared_data().is_some() && p.origin().is_some());
+        // A packet whose bytes a wrapper moved is not, nor has it an origin.
         let elsewhere = p.data.to_vec();
-        assert!(Packet { data: &elsewhere, ..p }.shared_data().is_none());
+        let moved = Packet { data: &elsewhere, ..p };
+        assert!(moved.shared_data().is_none() && moved.origin().is_none());
         drop(f);
         // Pipes (small reads), in-memory input (not the reader's to hand out) and
-        // compressed input are not shared.
-        let mut r = CaptureReader::from_reader("t", Box::new(io::Cursor::new(pcap(2, 100))), None).unwrap();
-        assert!(r.next_packet().unwrap().unwrap().shared_data().is_none());
-        let mut r = CaptureReader::from_bytes("t", pcap(2, 100)).unwrap();
-        assert!(r.next_packet().unwrap().unwrap().shared_data().is_none());
+        // compressed input, in memory or a file, are not shared, and have no origin.
+        let none = |r: &mut CaptureReader| {
+            let p = r.next_packet().unwrap().unwrap();
+            assert!(p.shared_data().is_none() && p.origin().is_none());
+        };
+        none(&mut CaptureReader::from_reader("t", Box::new(io::Cursor::new(pcap(2, 100))), None).unwrap());
+        none(&mut CaptureReader::from_bytes("t", pcap(2, 100)).unwrap());
         let gz = {
             let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
             io::Write::write_all(&mut e, &pcap(2, 100)).unwrap();
             e.finish().unwrap()
         };
-        let mut r = CaptureReader::from_bytes("t", gz).unwrap();
-        assert!(r.next_packet().unwrap().unwrap().shared_data().is_none());
+        let gz_file = TempFile::new("share-gz", &gz);
+        none(&mut CaptureReader::from_bytes("t", gz).unwrap());
+        none(&mut CaptureReader::open_unmapped(&gz_file.0).unwrap());
     }
 
     /// Every packet's origin, read again from the file, is its bytes: records across many
@@ -1463,25 +1467,7 @@ mod tests {
         }
         let f = TempFile::new("origin-ng", &ng);
         assert_eq!(check(&mut CaptureReader::open_unmapped(&f.0).unwrap(), false), 500);
-        // Where bytes are not the file's own (a pipe, memory handed over, compressed input,
-        // a packet a wrapper moved), none.
-        let f = TempFile::new("origin-none", &pcap(2, 100));
-        let mut r = CaptureReader::open_unmapped(&f.0).unwrap();
-        let p = r.next_packet().unwrap().unwrap();
-        let elsewhere = p.data.to_vec();
-        assert!(Packet { data: &elsewhere, ..p }.origin().is_none());
-        let mut r = CaptureReader::from_reader("t", Box::new(io::Cursor::new(pcap(2, 100))), None).unwrap();
-        assert!(r.next_packet().unwrap().unwrap().origin().is_none());
-        let mut r = CaptureReader::from_bytes("t", pcap(2, 100)).unwrap();
-        assert!(r.next_packet().unwrap().unwrap().origin().is_none());
-        let gz = {
-            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-            io::Write::write_all(&mut e, &pcap(2, 100)).unwrap();
-            e.finish().unwrap()
-        };
-        let gz = TempFile::new("origin-gz", &gz);
-        let mut r = CaptureReader::open_unmapped(&gz.0).unwrap();
-        assert!(r.next_packet().unwrap().unwrap().origin().is_none());
+        // Where bytes are not the file's own: a_regular_file_shares_its_blocks_and_nothing_else_does.
     }
 
     /// A packet as both ways of reading see it (bytes copied out, where it lies in a
