@@ -521,8 +521,31 @@ fn after(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
 }
 
-/// (timestamps (TSval, TSecr), window scale, SACK blocks) of a segment's options.
-type Opts = (Option<(u32, u32)>, Option<u8>, Vec<(u32, u32)>);
+/// SACK blocks a segment's options hold at most: a TCP header has at most 40 bytes of
+/// options, and each SACK option takes 2 bytes and 8 a block (RFC 2018: 4 blocks in one
+/// option, or 4 in two).
+const MAX_SACK_BLOCKS: usize = 4;
+
+/// What the TCP analysis reads of a segment's options. Kept in place, not in a vector:
+/// the options of every segment are read, and the tuple with a vector that this was cost
+/// a call and a 48-byte copy a segment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Opts {
+    /// Timestamps (TSval, TSecr).
+    ts: Option<(u32, u32)>,
+    /// Window scale (at most 14).
+    ws: Option<u8>,
+    /// The first `sacks` are the SACK blocks, in order.
+    sack: [(u32, u32); MAX_SACK_BLOCKS],
+    sacks: u8,
+}
+
+impl Opts {
+    /// The SACK blocks, in order.
+    fn sack(&self) -> &[(u32, u32)] {
+        &self.sack[..usize::from(self.sacks)]
+    }
+}
 
 /// A segment's TCP timestamps: a TSval first seen now; an echo closes the peer's loop.
 #[inline]
@@ -705,19 +728,24 @@ fn on_ack(me: &mut DirState, peer: &mut DirState, s: &SegInfo<'_>, sack: &[(u32,
     }
 }
 
+/// Inlined into the segment's TCP analysis up to its usual answer.
+#[inline(always)]
 fn parse_opts(opts: &[u8]) -> Opts {
     // The options of almost every segment of an established connection: NOP, NOP,
     // timestamps (RFC 7323's recommended layout); parse_opts_walk gives the same answer.
     if let [1, 1, 8, 10, a0, a1, a2, a3, b0, b1, b2, b3] = *opts {
-        return (Some((u32::from_be_bytes([a0, a1, a2, a3]), u32::from_be_bytes([b0, b1, b2, b3]))), None, Vec::new());
+        let ts = Some((u32::from_be_bytes([a0, a1, a2, a3]), u32::from_be_bytes([b0, b1, b2, b3])));
+        return Opts { ts, ..Opts::default() };
     }
     parse_opts_walk(opts)
 }
 
 /// Every option, in order (RFC 9293 3.2: kinds 0 and 1 are one byte, the others
-/// kind-length-value; a malformed length ends the walk).
+/// kind-length-value; a malformed length ends the walk). SACK blocks past
+/// [`MAX_SACK_BLOCKS`] cannot be in a TCP header's options and are not read.
+#[inline(never)]
 fn parse_opts_walk(opts: &[u8]) -> Opts {
-    let (mut ts, mut ws, mut sack) = (None, None, Vec::new());
+    let mut o = Opts::default();
     let mut i = 0;
     while i < opts.len() {
         match opts[i] {
@@ -732,18 +760,20 @@ fn parse_opts_walk(opts: &[u8]) -> Opts {
                 let v = &opts[i + 2..i + l];
                 match (k, l) {
                     (8, 10) => {
-                        ts = Some((
+                        o.ts = Some((
                             u32::from_be_bytes([v[0], v[1], v[2], v[3]]),
                             u32::from_be_bytes([v[4], v[5], v[6], v[7]]),
                         ))
                     }
-                    (3, 3) => ws = Some(v[0].min(14)),
+                    (3, 3) => o.ws = Some(v[0].min(14)),
                     (5, _) => {
                         for b in v.chunks_exact(8) {
-                            sack.push((
+                            let Some(slot) = o.sack.get_mut(usize::from(o.sacks)) else { break };
+                            *slot = (
                                 u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
                                 u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
-                            ));
+                            );
+                            o.sacks += 1;
                         }
                     }
                     _ => {}
@@ -752,7 +782,7 @@ fn parse_opts_walk(opts: &[u8]) -> Opts {
             }
         }
     }
-    (ts, ws, sack)
+    o
 }
 
 /// What one segment tells the TCP analysis.
@@ -866,7 +896,8 @@ impl ConnPerf {
     /// segment.
     #[inline(always)]
     pub(crate) fn on_segment(&mut self, d: usize, s: &SegInfo<'_>) {
-        let (ts_opt, ws, sack) = parse_opts(s.options);
+        let opts = parse_opts(s.options);
+        let (ts_opt, ws) = (opts.ts, opts.ws);
         let [a, b] = &mut self.dirs;
         let (me, peer) = if d == 0 { (a, b) } else { (b, a) };
         if s.syn {
@@ -885,7 +916,7 @@ impl ConnPerf {
         }
         // This segment's ACK field acknowledges the peer's data.
         if s.has_ack {
-            on_ack(me, peer, s, &sack, self.series_ns);
+            on_ack(me, peer, s, opts.sack(), self.series_ns);
         }
     }
 
@@ -1077,13 +1108,37 @@ mod tests {
             let mut usual = vec![1, 1, 8, 10];
             usual.extend_from_slice(&tsval.to_be_bytes());
             usual.extend_from_slice(&tsecr.to_be_bytes());
-            proptest::prop_assert_eq!(parse_opts(&usual), (Some((tsval, tsecr)), None, Vec::new()));
+            proptest::prop_assert_eq!(parse_opts(&usual), Opts { ts: Some((tsval, tsecr)), ..Opts::default() });
             proptest::prop_assert_eq!(parse_opts(&usual[..cut]), parse_opts_walk(&usual[..cut]));
             let mut longer = usual.clone();
             longer.extend_from_slice(&noise);
             proptest::prop_assert_eq!(parse_opts(&longer), parse_opts_walk(&longer));
             proptest::prop_assert_eq!(parse_opts(&noise), parse_opts_walk(&noise));
         }
+    }
+
+    /// Options written out by hand (RFC 7323, 2018, 9293): a SYN's MSS, SACK permitted,
+    /// timestamps, NOP and window scale; four SACK blocks in one option after NOP-NOP, and
+    /// four in two options (the most 40 bytes hold); a scale above 14 capped.
+    #[test]
+    fn test_parse_opts_hand_written() {
+        let syn = [2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 7, 0, 0, 0, 0, 1, 3, 3, 7];
+        assert_eq!(parse_opts(&syn), Opts { ts: Some((7, 0)), ws: Some(7), ..Opts::default() });
+        let block = |l: u32, r: u32| [l.to_be_bytes(), r.to_be_bytes()].concat();
+        let mut one = vec![1, 1, 5, 34];
+        (0..4).for_each(|i| one.extend(block(100 * i, 100 * i + 50)));
+        let four = [(0, 50), (100, 150), (200, 250), (300, 350)];
+        assert_eq!(parse_opts(&one).sack(), &four);
+        let mut two = vec![5, 18];
+        (0..2).for_each(|i| two.extend(block(100 * i, 100 * i + 50)));
+        two.extend([5, 18]);
+        (2..4).for_each(|i| two.extend(block(100 * i, 100 * i + 50)));
+        assert_eq!(two.len(), 36);
+        let o = parse_opts(&two);
+        assert_eq!((o.sack(), o.ts, o.ws), (&four[..], None, None));
+        assert_eq!(parse_opts(&[3, 3, 15]).ws, Some(14));
+        // A length past the end stops the walk; what came before stays.
+        assert_eq!(parse_opts(&[3, 3, 2, 5, 10, 0]), Opts { ws: Some(2), ..Opts::default() });
     }
 
     proptest::proptest! {
