@@ -2,9 +2,9 @@
 //! the history keeps where each segment's bytes lie in it and reads them back when a
 //! retransmission must be compared; from compressed input it copies them. Both find the
 //! same overlap conflict (a retransmitted copy that differs from the first in one byte,
-//! built into the capture by hand), on one thread and on two. A file changed while the
-//! run reads it is not read back: the comparison is said to be impossible
-//! (`history_unreadable`), never a conflict or its absence.
+//! built into the capture by hand), on one thread and on two. A file touched or appended
+//! to while the run reads it is read back as before; one rewritten is not: the comparison
+//! is said to be impossible (`history_unreadable`), never a conflict or its absence.
 
 mod common;
 
@@ -92,31 +92,79 @@ fn a_changed_retransmitted_byte_is_found_read_back_or_copied_on_one_thread_or_tw
     }
 }
 
+/// How another process changes the capture once the run has opened it.
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    /// A new modification time, the same bytes.
+    Touch,
+    /// A record appended (a writer still running): an ARP frame, other traffic.
+    Append,
+    /// Its first bytes rewritten in place (the pcap header's `sigfigs`, which readers
+    /// ignore; a rotating writer rewrites the whole file from its start).
+    Rewrite,
+}
+
+impl Change {
+    fn apply(self, path: &std::path::Path) {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        match self {
+            Change::Touch => {
+                f.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000)).unwrap()
+            }
+            Change::Append => {
+                let len = f.metadata().unwrap().len();
+                let mut arp = vec![0xffu8; 6];
+                arp.extend([2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+                arp.resize(42, 0);
+                let secs = (T0 / 1_000_000_000 + 1) as u32;
+                let mut rec =
+                    [secs.to_le_bytes(), 0u32.to_le_bytes(), 42u32.to_le_bytes(), 42u32.to_le_bytes()].concat();
+                rec.extend(arp);
+                f.write_all_at(&rec, len).unwrap();
+            }
+            Change::Rewrite => f.write_all_at(&1u32.to_le_bytes(), 12).unwrap(),
+        }
+    }
+}
+
+/// The client's accounting from `decode_messages` on `threads` threads, the capture at
+/// `path` changed as `change` says once its reader has opened it.
+fn decode_changed(path: &std::path::Path, threads: usize, change: Change) -> Value {
+    let mut reader = CaptureReader::open_unmapped(path).unwrap();
+    change.apply(path);
+    let name = path.display().to_string();
+    let d = lnetcap_analysis::decode_messages(
+        &name,
+        &mut reader,
+        DecodeConfig::default(),
+        &mut Quiet,
+        threads,
+        &mut NoSink,
+    )
+    .unwrap();
+    let summary = serde_json::json!({ "summary": serde_json::to_value(d.pipe.summary()).unwrap() });
+    client_dir(&summary)
+}
+
 #[test]
-fn a_file_changed_while_it_is_read_is_not_read_back_on_one_thread_or_two() {
+fn a_file_changed_while_it_is_read_is_read_back_only_if_its_bytes_are_still_there() {
     let (bytes, retransmitted) = capture();
     let dir = scratch("history-by-reference-changed");
     let path = dir.join("changed.pcap");
     std::fs::write(&path, &bytes).unwrap();
+    let want = client_dir(&decode_cli(&path, "1"));
+    assert_eq!(want["anomalies"], serde_json::json!({ "overlap_conflict": 1 }), "{want}");
     for threads in [1, 2] {
-        let mut reader = CaptureReader::open_unmapped(&path).unwrap();
-        // Another process touches the file once the run has opened it: its bytes are the
-        // same, but the run cannot know that, so it reads nothing back.
-        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-        f.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000 + threads)).unwrap();
-        let name = path.display().to_string();
-        let d = lnetcap_analysis::decode_messages(
-            &name,
-            &mut reader,
-            DecodeConfig::default(),
-            &mut Quiet,
-            threads as usize,
-            &mut NoSink,
-        )
-        .unwrap();
-        let summary = serde_json::json!({ "summary": serde_json::to_value(d.pipe.summary()).unwrap() });
-        let client = client_dir(&summary);
-        // Both retransmissions' bytes: none compared, none said to conflict or to agree.
+        for change in [Change::Touch, Change::Append] {
+            std::fs::write(&path, &bytes).unwrap();
+            // The bytes the run read are still where they were: compared as before.
+            assert_eq!(decode_changed(&path, threads, change), want, "{change:?}, {threads} thread(s)");
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let client = decode_changed(&path, threads, Change::Rewrite);
+        // Rewritten: both retransmissions' bytes not compared, none said to conflict or
+        // to agree.
         assert_eq!(
             client["anomalies"],
             serde_json::json!({ "history_unreadable": 2 }),

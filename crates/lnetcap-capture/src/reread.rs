@@ -25,12 +25,33 @@ pub struct Reread {
 enum Kind {
     /// A regular file: its own handle while the run's reader of it is open
     /// ([`Reread::release`]: a run over thousands of rotated pieces must not hold one
-    /// each), else opened again by `path` for each read; and what it was when opened. A
-    /// file changed since (rewritten by a rotating `tcpdump -W`, appended to by one still
-    /// writing, replaced) is not read again: its bytes may no longer be those the run saw.
-    File { held: Mutex<Option<File>>, path: PathBuf, was: Identity },
+    /// each), else opened again by `path` for each read; and what it was when last seen.
+    File { state: Mutex<FileState>, path: PathBuf },
     /// A whole capture in memory.
     Memory(Arc<Vec<u8>>),
+}
+
+/// Bytes at the start of a file that stand for its bytes: a writer that appends (a
+/// `tcpdump -w` still running) leaves them as they were; one that rewrites the file (a
+/// rotating `tcpdump -C/-W` reusing its oldest piece, which truncates it first) writes
+/// another first packet, with its own time, within them (a pcap file's header is 24
+/// bytes, a pcapng file's first blocks a few hundred).
+const PREFIX_BYTES: u64 = 4096;
+
+/// A file of the run: its handle while the reader is open, and what it was when last seen.
+#[derive(Debug)]
+struct FileState {
+    held: Option<File>,
+    seen: Seen,
+}
+
+/// What a file was when last seen.
+#[derive(Debug)]
+struct Seen {
+    /// Device, inode, length and modification time.
+    was: Identity,
+    /// How many of its first bytes (up to [`PREFIX_BYTES`]) it had, and their hash.
+    prefix: (u64, u64),
 }
 
 /// What a file was: device, inode, length and modification time.
@@ -48,28 +69,67 @@ impl Identity {
     }
 }
 
+/// The hash of the first `n` bytes of `f` (`None` when they cannot be read).
+fn prefix_hash(f: &File, n: u64) -> Option<u64> {
+    let mut buf = vec![0u8; usize::try_from(n).ok()?];
+    f.read_exact_at(&mut buf, 0).ok()?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    std::hash::Hash::hash_slice(&buf, &mut h);
+    Some(std::hash::Hasher::finish(&h))
+}
+
+impl Seen {
+    /// Whether `f` still holds the bytes the run read: the same file (device and inode),
+    /// unchanged, or grown with its first bytes as they were (appended to). A file
+    /// shorter than it was, or whose first bytes changed, was rewritten. Once a grown file
+    /// passes, what it is now is what the next read compares with.
+    fn same_bytes(&mut self, f: &File) -> bool {
+        let Ok(m) = f.metadata() else { return false };
+        let now = Identity::of(&m);
+        if now == self.was {
+            return true;
+        }
+        if (now.dev, now.ino) != (self.was.dev, self.was.ino) || now.len < self.was.len {
+            return false;
+        }
+        if prefix_hash(f, self.prefix.0) != Some(self.prefix.1) {
+            return false;
+        }
+        let n = now.len.min(PREFIX_BYTES);
+        if n > self.prefix.0 {
+            let Some(h) = prefix_hash(f, n) else { return false };
+            self.prefix = (n, h);
+        }
+        self.was = now;
+        true
+    }
+}
+
 impl Reread {
     /// The regular file at `path`, open as `file`, as it is now (its own handle: reads at
-    /// a place do not move the reader's). `None` when its metadata cannot be had.
+    /// a place do not move the reader's). `None` when its metadata or its first bytes
+    /// cannot be had.
     pub fn file(path: &Path, file: &File) -> Option<Arc<Self>> {
         let was = Identity::of(&file.metadata().ok()?);
-        let held = Mutex::new(Some(file.try_clone().ok()?));
-        let kind = Kind::File { held, path: path.to_path_buf(), was };
+        let n = was.len.min(PREFIX_BYTES);
+        let prefix = (n, prefix_hash(file, n)?);
+        let state = Mutex::new(FileState { held: Some(file.try_clone().ok()?), seen: Seen { was, prefix } });
+        let kind = Kind::File { state, path: path.to_path_buf() };
         Some(Arc::new(Self { kind, failed: AtomicU64::new(0) }))
     }
 
     /// The run's reader of the file is done: its handle is closed, and later reads open
-    /// the file again by its name (checked to be the same file, unchanged).
+    /// the file again by its name (checked to hold the bytes the run read).
     pub fn release(&self) {
-        if let Kind::File { held, .. } = &self.kind {
-            held.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Kind::File { state, .. } = &self.kind {
+            state.lock().unwrap_or_else(PoisonError::into_inner).held.take();
         }
     }
 
     /// Whether it holds a handle of its file.
     pub fn holds_file(&self) -> bool {
         match &self.kind {
-            Kind::File { held, .. } => held.lock().unwrap_or_else(PoisonError::into_inner).is_some(),
+            Kind::File { state, .. } => state.lock().unwrap_or_else(PoisonError::into_inner).held.is_some(),
             Kind::Memory(_) => false,
         }
     }
@@ -80,23 +140,22 @@ impl Reread {
     }
 
     /// Fills `buf` with the bytes at offset `at`. False (and counted) when they cannot be
-    /// had: the file changed since it was opened (its length or modification time), the
+    /// had: the file is no longer the one read, or was rewritten ([`Seen::same_bytes`]), the
     /// read failed, or they lie past the end.
     pub fn read_at(&self, at: u64, buf: &mut [u8]) -> bool {
         let ok = match &self.kind {
-            Kind::File { held, path, was } => {
-                let held = held.lock().unwrap_or_else(PoisonError::into_inner);
+            Kind::File { state, path } => {
+                let mut st = state.lock().unwrap_or_else(PoisonError::into_inner);
+                let FileState { held, seen } = &mut *st;
                 let opened;
-                let file = match &*held {
-                    Some(f) => Some(f),
+                let file = match held {
+                    Some(f) => Some(&*f),
                     None => {
                         opened = File::open(path).ok();
                         opened.as_ref()
                     }
                 };
-                file.is_some_and(|f| {
-                    f.metadata().is_ok_and(|m| Identity::of(&m) == *was) && f.read_exact_at(buf, at).is_ok()
-                })
+                file.is_some_and(|f| seen.same_bytes(f) && f.read_exact_at(buf, at).is_ok())
             }
             Kind::Memory(bytes) => {
                 let from = usize::try_from(at).ok();
@@ -163,11 +222,32 @@ mod tests {
         // Past the end: not read, counted.
         assert!(!r.read_at(8, &mut b));
         assert_eq!(r.failures(), 1);
-        // Appended to: its bytes may no longer be the run's (a rotating writer truncates
-        // first), so it is not read again.
+        // Appended to (a writer still running): the bytes read are still there, and so
+        // are the new ones.
         std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"ab").unwrap();
-        assert!(!r.read_at(0, &mut b));
+        assert!(r.read_at(0, &mut b));
+        assert_eq!(&b, b"0123");
+        assert!(r.read_at(8, &mut b));
+        assert_eq!(&b, b"89ab");
+        // Rewritten from the start (a rotating writer truncates its oldest piece), longer
+        // than it was: not read again.
+        std::fs::write(&path, b"x123456789abcd").unwrap();
+        assert!(!r.read_at(4, &mut b));
         assert_eq!(r.failures(), 2);
+        // The same bytes as before the rewrite, but shorter than the file last seen: cut,
+        // not read again.
+        std::fs::write(&path, b"0123456789a").unwrap();
+        assert!(!r.read_at(0, &mut b));
+        assert_eq!(r.failures(), 3);
+        // Its bytes as last seen again: read.
+        std::fs::write(&path, b"0123456789ab").unwrap();
+        assert!(r.read_at(2, &mut b));
+        // Touched (a new modification time, the same bytes): read.
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_modified(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000)).unwrap();
+        assert!(r.read_at(6, &mut b));
+        assert_eq!(&b, b"6789");
+        assert_eq!(r.failures(), 3);
         // Another file of the same bytes and time in its place is not the file.
         let g = File::open(&path).unwrap();
         let r = Reread::file(&path, &g).unwrap();
