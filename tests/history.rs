@@ -100,7 +100,8 @@ enum Change {
     /// A record appended (a writer still running): an ARP frame, other traffic.
     Append,
     /// Its first bytes rewritten in place (the pcap header's `sigfigs`, which readers
-    /// ignore; a rotating writer rewrites the whole file from its start).
+    /// ignore; a rotating writer rewrites the whole file from its start). The capture is
+    /// longer than the 4 KiB that stand for a file's bytes.
     Rewrite,
 }
 
@@ -123,7 +124,11 @@ impl Change {
                 rec.extend(arp);
                 f.write_all_at(&rec, len).unwrap();
             }
-            Change::Rewrite => f.write_all_at(&1u32.to_le_bytes(), 12).unwrap(),
+            Change::Rewrite => {
+                f.write_all_at(&1u32.to_le_bytes(), 12).unwrap();
+                // As a writer's clock moves (not left to the file system's tick).
+                f.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(2_000)).unwrap();
+            }
         }
     }
 }
@@ -153,6 +158,7 @@ fn a_file_changed_while_it_is_read_is_read_back_only_if_its_bytes_are_still_ther
     let dir = scratch("history-by-reference-changed");
     let path = dir.join("changed.pcap");
     std::fs::write(&path, &bytes).unwrap();
+    assert!(bytes.len() > 4096, "{}", bytes.len());
     let want = client_dir(&decode_cli(&path, "1"));
     assert_eq!(want["anomalies"], serde_json::json!({ "overlap_conflict": 1 }), "{want}");
     for threads in [1, 2] {

@@ -35,7 +35,9 @@ enum Kind {
 /// `tcpdump -w` still running) leaves them as they were; one that rewrites the file (a
 /// rotating `tcpdump -C/-W` reusing its oldest piece, which truncates it first) writes
 /// another first packet, with its own time, within them (a pcap file's header is 24
-/// bytes, a pcapng file's first blocks a few hundred).
+/// bytes, a pcapng file's first blocks a few hundred). A file shorter than this when it
+/// was opened has no such stand-in (its header alone is the same after a rewrite): any
+/// change to it is taken for a rewrite.
 const PREFIX_BYTES: u64 = 4096;
 
 /// A file of the run: its handle while the reader is open, and what it was when last seen.
@@ -50,8 +52,8 @@ struct FileState {
 struct Seen {
     /// Device, inode, length and modification time.
     was: Identity,
-    /// How many of its first bytes (up to [`PREFIX_BYTES`]) it had, and their hash.
-    prefix: (u64, u64),
+    /// The hash of its first [`PREFIX_BYTES`], when it had that many when opened.
+    prefix: Option<u64>,
 }
 
 /// What a file was: device, inode, length and modification time.
@@ -69,9 +71,9 @@ impl Identity {
     }
 }
 
-/// The hash of the first `n` bytes of `f` (`None` when they cannot be read).
-fn prefix_hash(f: &File, n: u64) -> Option<u64> {
-    let mut buf = vec![0u8; usize::try_from(n).ok()?];
+/// The hash of the first [`PREFIX_BYTES`] of `f` (`None` when they cannot be read).
+fn prefix_hash(f: &File) -> Option<u64> {
+    let mut buf = [0u8; PREFIX_BYTES as usize];
     f.read_exact_at(&mut buf, 0).ok()?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     std::hash::Hash::hash_slice(&buf, &mut h);
@@ -80,25 +82,21 @@ fn prefix_hash(f: &File, n: u64) -> Option<u64> {
 
 impl Seen {
     /// Whether `f` still holds the bytes the run read: the same file (device and inode),
-    /// unchanged, or grown with its first bytes as they were (appended to). A file
-    /// shorter than it was, or whose first bytes changed, was rewritten. Once a grown file
-    /// passes, what it is now is what the next read compares with.
+    /// unchanged (length and modification time: a rewrite to the same length within one
+    /// tick of the file system's clock is not seen), or grown with its first
+    /// [`PREFIX_BYTES`] as they were (appended to). A file shorter than it was, or whose
+    /// first bytes changed, or that was shorter than [`PREFIX_BYTES`] when opened and
+    /// changed at all, was rewritten. Once a grown file passes, what it is now is what the
+    /// next read compares with.
     fn same_bytes(&mut self, f: &File) -> bool {
         let Ok(m) = f.metadata() else { return false };
         let now = Identity::of(&m);
         if now == self.was {
             return true;
         }
-        if (now.dev, now.ino) != (self.was.dev, self.was.ino) || now.len < self.was.len {
+        let same_file = (now.dev, now.ino) == (self.was.dev, self.was.ino) && now.len >= self.was.len;
+        if !same_file || self.prefix.is_none() || prefix_hash(f) != self.prefix {
             return false;
-        }
-        if prefix_hash(f, self.prefix.0) != Some(self.prefix.1) {
-            return false;
-        }
-        let n = now.len.min(PREFIX_BYTES);
-        if n > self.prefix.0 {
-            let Some(h) = prefix_hash(f, n) else { return false };
-            self.prefix = (n, h);
         }
         self.was = now;
         true
@@ -111,8 +109,7 @@ impl Reread {
     /// cannot be had.
     pub fn file(path: &Path, file: &File) -> Option<Arc<Self>> {
         let was = Identity::of(&file.metadata().ok()?);
-        let n = was.len.min(PREFIX_BYTES);
-        let prefix = (n, prefix_hash(file, n)?);
+        let prefix = if was.len >= PREFIX_BYTES { Some(prefix_hash(file)?) } else { None };
         let state = Mutex::new(FileState { held: Some(file.try_clone().ok()?), seen: Seen { was, prefix } });
         let kind = Kind::File { state, path: path.to_path_buf() };
         Some(Arc::new(Self { kind, failed: AtomicU64::new(0) }))
@@ -203,12 +200,27 @@ mod tests {
 
     use super::*;
 
+    /// `n` bytes of the digits 0-9 over and over.
+    fn digits(n: usize) -> Vec<u8> {
+        (0..n).map(|i| b'0' + (i % 10) as u8).collect()
+    }
+
+    /// Writes `bytes` to `path` with modification time `secs` after the epoch: the tests
+    /// do not depend on the file system's clock ticking between two writes.
+    fn write_at_time(path: &Path, bytes: &[u8], secs: u64) {
+        std::fs::write(path, bytes).unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.set_modified(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs)).unwrap();
+    }
+
     #[test]
     fn reads_a_file_at_a_place_until_the_file_changes() {
         let dir = std::env::temp_dir().join(format!("lnetcap-reread-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("f");
-        std::fs::write(&path, b"0123456789").unwrap();
+        // Past PREFIX_BYTES: its first 4 KiB stand for its bytes.
+        let n = PREFIX_BYTES as usize + 14;
+        write_at_time(&path, &digits(n), 100);
         let f = File::open(&path).unwrap();
         let r = Reread::file(&path, &f).unwrap();
         let mut b = [0u8; 4];
@@ -220,47 +232,56 @@ mod tests {
         assert!(r.read_at(1, &mut b));
         assert_eq!(&b, b"1234");
         // Past the end: not read, counted.
-        assert!(!r.read_at(8, &mut b));
+        assert!(!r.read_at(n as u64 - 2, &mut b));
         assert_eq!(r.failures(), 1);
         // Appended to (a writer still running): the bytes read are still there, and so
         // are the new ones.
         std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"ab").unwrap();
         assert!(r.read_at(0, &mut b));
         assert_eq!(&b, b"0123");
-        assert!(r.read_at(8, &mut b));
+        assert!(r.read_at(n as u64 - 2, &mut b));
         assert_eq!(&b, b"89ab");
-        // Rewritten from the start (a rotating writer truncates its oldest piece), longer
-        // than it was: not read again.
-        std::fs::write(&path, b"x123456789abcd").unwrap();
+        // Rewritten from the start (a rotating writer truncates its oldest piece and
+        // writes another first packet), longer than it was: not read again.
+        let mut other = digits(n + 4);
+        other[0] = b'x';
+        write_at_time(&path, &other, 200);
         assert!(!r.read_at(4, &mut b));
         assert_eq!(r.failures(), 2);
-        // The same bytes as before the rewrite, but shorter than the file last seen: cut,
-        // not read again.
-        std::fs::write(&path, b"0123456789a").unwrap();
+        // Rewritten in place at the same length, the clock moved: not read again.
+        other.truncate(n + 2);
+        write_at_time(&path, &other, 300);
+        assert!(!r.read_at(4, &mut b));
+        // Its old bytes, but shorter than the file last seen: cut, not read again.
+        write_at_time(&path, &digits(n + 1), 400);
         assert!(!r.read_at(0, &mut b));
-        assert_eq!(r.failures(), 3);
-        // Its bytes as last seen again: read.
-        std::fs::write(&path, b"0123456789ab").unwrap();
-        assert!(r.read_at(2, &mut b));
-        // Touched (a new modification time, the same bytes): read.
-        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-        f.set_modified(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000)).unwrap();
+        assert_eq!(r.failures(), 4);
+        // Its bytes as last seen, touched (a new modification time): read.
+        let mut last = digits(n);
+        last.extend(b"ab");
+        write_at_time(&path, &last, 500);
         assert!(r.read_at(6, &mut b));
         assert_eq!(&b, b"6789");
-        assert_eq!(r.failures(), 3);
+        assert_eq!(r.failures(), 4);
         // Another file of the same bytes and time in its place is not the file.
         let g = File::open(&path).unwrap();
         let r = Reread::file(&path, &g).unwrap();
         r.release();
-        let modified = g.metadata().unwrap().modified().unwrap();
         let other = dir.join("g");
-        std::fs::write(&other, std::fs::read(&path).unwrap()).unwrap();
-        std::fs::OpenOptions::new().write(true).open(&other).unwrap().set_modified(modified).unwrap();
+        write_at_time(&other, &last, 500);
         std::fs::rename(&other, &path).unwrap();
         assert!(!r.read_at(0, &mut b));
         // Gone: not read.
         std::fs::remove_file(&path).unwrap();
         assert!(!r.read_at(0, &mut b));
+        // A file shorter than PREFIX_BYTES when opened: its header alone would be the same
+        // after a rewrite, so any change is taken for one, an append too.
+        write_at_time(&path, &digits(10), 100);
+        let f = File::open(&path).unwrap();
+        let r = Reread::file(&path, &f).unwrap();
+        assert!(r.read_at(6, &mut b));
+        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"ab").unwrap();
+        assert!(!r.read_at(6, &mut b));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -85,9 +85,9 @@ pub enum Anomaly {
         bytes: u64,
     },
     /// Bytes of the first copy that could not be read back from the capture file, which
-    /// the retransmission history keeps places in rather than copies: the file changed
-    /// (length or modification time) since the run opened it. A retransmitted copy of
-    /// them is not compared.
+    /// the retransmission history keeps places in rather than copies: the file was
+    /// rewritten, cut, replaced or removed since the run opened it
+    /// (`lnetcap_capture::Reread`). A retransmitted copy of them is not compared.
     HistoryUnreadable {
         /// Stream offset of the first byte not read back.
         offset: u64,
