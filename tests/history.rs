@@ -118,11 +118,12 @@ impl Change {
                 let mut arp = vec![0xffu8; 6];
                 arp.extend([2, 0, 0, 0, 0, 1, 0x08, 0x06]);
                 arp.resize(42, 0);
-                let secs = (T0 / 1_000_000_000 + 1) as u32;
-                let mut rec =
-                    [secs.to_le_bytes(), 0u32.to_le_bytes(), 42u32.to_le_bytes(), 42u32.to_le_bytes()].concat();
-                rec.extend(arp);
-                f.write_all_at(&rec, len).unwrap();
+                // The next piece of the capture as its writer streams it: the file header
+                // is already in the file.
+                let mut w = CaptureWriter::new(Container::PcapNs, Link::Ethernet, 65535);
+                w.take();
+                w.packet(T0 + 10 * MS, &arp);
+                f.write_all_at(&w.take(), len).unwrap();
             }
             Change::Rewrite => {
                 f.write_all_at(&1u32.to_le_bytes(), 12).unwrap();
