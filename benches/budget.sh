@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Instruction budget: counts the instructions `decode` and one-thread `analyze` execute on
-# two generated captures (valgrind's cachegrind, no cache simulation) and fails when one
+# two generated captures, and `decode` of the first written as pcapng (the reader's pcapng
+# path), with valgrind's cachegrind (no cache simulation), and fails when one
 # is more than BUDGET_TOLERANCE_PCT (default 2) % over the count recorded in
 # benches/budget.txt. Counts, not times: on a shared VM wall time moves 10-70 % between
 # hours (README, Speed), the least instruction count of three one-thread runs moves by less
@@ -35,7 +36,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 # The captures (`lnetcap synth` is deterministic): the header-only bench workload of
 # benches/compare.sh at a fifth of its size (--rpcs 26: 236,536 packets, 49 MB, snaplen 256)
-# and 2,000 metadata RPCs of one client (8,523 packets, a message in nearly every one).
+# and 2,000 metadata RPCs of one client (8,523 packets, a message in nearly every one);
+# the first again as pcapng (`synth --container pcapng`: one interface, ns resolution).
 # synth ARGS...: writes a capture; prints its packets (from synth's "(N packets" line).
 synth() {
   local out
@@ -45,6 +47,7 @@ synth() {
 declare -A packets
 packets[header]=$(synth --scenario bench --rpcs 26 -o "$tmp/header.pcap" --truth "$tmp/h.truth")
 packets[metadata]=$(synth --scenario metadata --rpcs 2000 -o "$tmp/metadata.pcap" --truth "$tmp/m.truth")
+packets[pcapng]=$(synth --scenario bench --rpcs 26 --container pcapng -o "$tmp/header.pcapng" --truth "$tmp/n.truth")
 
 # count CMD...: the instructions the command executed (cachegrind's "I refs"), the least
 # of BUDGET_RUNS (default 3) runs: the hash tables are seeded at random in each process, so
@@ -66,12 +69,13 @@ count() {
   echo "$least"
 }
 
-names=(decode-header analyze1-header decode-metadata analyze1-metadata)
+names=(decode-header analyze1-header decode-metadata analyze1-metadata decode-pcapng)
 declare -A measured
 measured[decode-header]=$(count "$bin" decode --threads 1 --format jsonl "$tmp/header.pcap")
 measured[analyze1-header]=$(count "$bin" analyze -q --threads 1 --json "$tmp/r.json" "$tmp/header.pcap")
 measured[decode-metadata]=$(count "$bin" decode --threads 1 --format jsonl "$tmp/metadata.pcap")
 measured[analyze1-metadata]=$(count "$bin" analyze -q --threads 1 --json "$tmp/r.json" "$tmp/metadata.pcap")
+measured[decode-pcapng]=$(count "$bin" decode --threads 1 --format jsonl "$tmp/header.pcapng")
 
 if ((update)); then
   {

@@ -26,6 +26,9 @@
 # Captures, written by `lnetcap synth` (deterministic):
 #   header-only   --scenario bench --rpcs 130: 4 clients x 2 servers, mixed 1-4 MiB BRW and
 #                 metadata, MTU 1500, snaplen 256 (1,149,888 packets, 238 MB)
+#   pcapng        the header-only capture written as pcapng (`synth --container pcapng`:
+#                 one interface, ns resolution; Wireshark's and dumpcap's format): the
+#                 reader's pcapng path (1,149,888 packets, 257 MB)
 #   many          the header-only workload from MANY_CLIENTS (default 200) clients,
 #                 --rpcs MANY_RPCS (default 2): 1,200 connections interleaved, as an OSS
 #                 sees many clients (1,102,800 packets, 228 MB)
@@ -87,6 +90,9 @@ trap 'rm -rf "$tmp"' EXIT
 # One full-payload bench RPC per client writes about 9.12 MB (measured: --rpcs 120 gives
 # 1,094 MB).
 "$bin" synth --scenario bench --rpcs "${HEADER_RPCS:-130}" -o "$tmp/header.pcap" --truth "$tmp/h.truth" 2>/dev/null
+# pcapng, named .pcap as the others (every tool here knows a format by its content).
+"$bin" synth --scenario bench --rpcs "${HEADER_RPCS:-130}" --container pcapng -o "$tmp/pcapng.pcap" \
+  --truth "$tmp/n.truth" 2>/dev/null
 "$bin" synth --scenario bench --clients "${MANY_CLIENTS:-200}" --rpcs "${MANY_RPCS:-2}" -o "$tmp/many.pcap" \
   --truth "$tmp/c.truth" 2>/dev/null
 full_rpcs=$(python3 -c "print(max(1, round($full_gb * 1e9 / 9.12e6)))")
@@ -216,7 +222,7 @@ cores=$(nproc)
 # The commands of `rounds` that run on every core (the others are pinned, see there).
 export UNPINNED="analyzeN decodeN"
 printf "%-12s %-22s %9s %8s %7s %12s %7s %10s %12s %s\n" capture tool packets seconds "CPU s" packets/s GB/s "peak RSS" "vs tcptrace" "(per round: q1-q3)"
-for cap in header many full metadata; do
+for cap in header pcapng many full metadata; do
   f=$tmp/$cap.pcap
   cat "$f" >/dev/null
   pk=$(tcpdump -r "$f" -nn -q 2>/dev/null | wc -l)

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use lnetcap_synth::attack::{write_attack, ATTACKS};
-use lnetcap_synth::{generate, scenario, SCENARIOS};
+use lnetcap_synth::{generate, scenario, Container, SCENARIOS};
 
 use crate::exit;
 
@@ -64,6 +64,21 @@ pub(crate) struct SynthArgs {
     /// any number of RPCs at once.
     #[arg(long)]
     pub service_ms: Option<f64>,
+    /// The capture file's format (overrides the scenario): pcap with µs or ns timestamps,
+    /// or pcapng (one interface, ns resolution), as dumpcap and Wireshark write it.
+    #[arg(long, value_enum)]
+    pub container: Option<ContainerArg>,
+}
+
+/// `--container`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ContainerArg {
+    /// Classic pcap, µs timestamps (tcpdump's default).
+    Pcap,
+    /// Classic pcap, ns timestamps (`tcpdump --time-stamp-precision nano`).
+    PcapNs,
+    /// pcapng.
+    Pcapng,
 }
 
 fn scenario_help() -> String {
@@ -106,6 +121,9 @@ fn run_attack(a: &SynthArgs) -> Option<Result<u8>> {
 }
 
 pub(crate) fn run(a: &SynthArgs) -> Result<u8> {
+    if a.container.is_some() && ATTACKS.iter().any(|x| x.name == a.scenario) {
+        bail!("--container is for the simulated scenarios; {:?} writes classic pcap", a.scenario);
+    }
     if let Some(r) = run_attack(a) {
         return r;
     }
@@ -118,6 +136,13 @@ pub(crate) fn run(a: &SynthArgs) -> Result<u8> {
     };
     if a.count.is_some() {
         bail!("--count is for the adversarial scenarios; {:?} is sized by --rpcs", a.scenario);
+    }
+    if let Some(c) = a.container {
+        cfg.container = match c {
+            ContainerArg::Pcap => Container::PcapUs,
+            ContainerArg::PcapNs => Container::PcapNs,
+            ContainerArg::Pcapng => Container::PcapNg,
+        };
     }
     if let Some(v) = a.rtt_ms {
         cfg.rtt_ns = (v * 1e6) as i64;

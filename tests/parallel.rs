@@ -28,10 +28,19 @@ fn captures() -> Vec<PathBuf> {
 /// coarsen the series with no message after it (zero-window), connections by the
 /// thousand (flood-hello) and past the connection limit (flood-syn: 40,000 connections
 /// that stay open, 625 a partition of the limit on average against its 512), reordering
-/// everywhere (reorder-storm).
+/// everywhere (reorder-storm); and a pcapng capture of many connections (the reader's runs
+/// of enhanced packet blocks, which the parallel run's reading thread takes too).
 fn generated(dir: &Path) -> Vec<PathBuf> {
     std::fs::create_dir_all(dir).unwrap();
-    [("zero-window", 40_000), ("flood-syn", 40_000), ("flood-hello", 5_000), ("reorder-storm", 2_000)]
+    let ng = dir.join("multi-pcapng.pcap");
+    let st = Command::new(env!("CARGO_BIN_EXE_lnetcap"))
+        .args(["synth", "--scenario", "multi", "--container", "pcapng", "-o"])
+        .arg(&ng)
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "synth multi --container pcapng");
+    let attacks = [("zero-window", 40_000), ("flood-syn", 40_000), ("flood-hello", 5_000), ("reorder-storm", 2_000)];
+    attacks
         .iter()
         .map(|(scenario, count)| {
             let cap = dir.join(format!("{scenario}.pcap"));
@@ -43,6 +52,7 @@ fn generated(dir: &Path) -> Vec<PathBuf> {
             assert!(st.status.success(), "synth {scenario}");
             cap
         })
+        .chain([ng])
         .collect()
 }
 

@@ -724,6 +724,11 @@ impl CaptureReader {
                 }
                 self.note_shrink();
             }
+        } else if let Some(p) = whole_epb(self.window(), self.ng_big_endian, &self.interfaces) {
+            if !self.map_shrank() {
+                return Ok(Some(self.take_packet(p)));
+            }
+            self.note_shrink();
         }
         loop {
             let win = self.window();
@@ -840,6 +845,8 @@ pub struct Run<'a> {
     bytes: &'a [u8],
     shared: Option<&'a SharedBlock>,
     linktype: u32,
+    /// The pcapng interface of every record of the run (0 for pcap).
+    interface: u32,
 }
 
 impl<'a> Run<'a> {
@@ -854,7 +861,7 @@ impl<'a> Run<'a> {
             origlen: r.origlen,
             data: self.bytes.get(r.start..r.start + r.len as usize).unwrap_or(&[]),
             offset: r.offset,
-            interface: 0,
+            interface: self.interface,
             shared: self.shared.map(|block| Shared { block, start: r.start }),
         }
     }
@@ -931,10 +938,13 @@ impl CaptureReader {
     /// clears), as [`next_packet`](Self::next_packet) would give them one by one: a
     /// consumer's loop over a run does not pay a call, a look at the format and the
     /// storage, and a `Result<Option<Packet>>` per record. `None` when this input gives
-    /// no runs (pcapng, whose blocks vary); an empty run when the next record needs the
-    /// general path (`next_packet`: a refill, a record that warns, the end).
+    /// no runs (a mapped pcapng file); an empty run when the next record needs the
+    /// general path (`next_packet`: a refill, a record that warns, any pcapng block but an
+    /// enhanced packet block, the end).
     pub fn next_run(&mut self, out: &mut Vec<Rec>, max: usize) -> Option<Run<'_>> {
-        let CaptureFormat::Pcap { nanos, big_endian, linktype, .. } = self.format else { return None };
+        let CaptureFormat::Pcap { nanos, big_endian, linktype, .. } = self.format else {
+            return self.next_run_ng(out, max);
+        };
         if self.map_shrank() {
             self.note_shrink();
         }
@@ -969,7 +979,30 @@ impl CaptureReader {
             self.last_ts_ns = last.ts_ns;
         }
         let (all, _, shared) = self.run_parts();
-        Some(Run { bytes: all, shared, linktype })
+        Some(Run { bytes: all, shared, linktype, interface: 0 })
+    }
+
+    /// [`CaptureReader::next_run`] of pcapng: the enhanced packet blocks at hand of one
+    /// interface, each as `next_packet` gives it ([`whole_epb`]). A mapped file (pcapng
+    /// is mapped only when asked to open it so) gives none: its runs would need the
+    /// checks of a file cut under its map.
+    fn next_run_ng(&mut self, out: &mut Vec<Rec>, max: usize) -> Option<Run<'_>> {
+        if matches!(self.storage, Storage::Mapped { .. }) {
+            return None;
+        }
+        let first = out.len();
+        let (all, end, _) = self.run_parts();
+        let win = all.get(..end).unwrap_or(&[]);
+        let (pos, iface) =
+            fill_run_ng(win, self.pos, self.base, self.frame, out, max, self.ng_big_endian, &self.interfaces);
+        self.pos = pos;
+        if let Some(last) = out[first..].last() {
+            self.frame = last.frame;
+            self.last_ts_ns = last.ts_ns;
+        }
+        let linktype = iface.and_then(|i| self.interfaces.get(i as usize)).map_or(0, |f| f.linktype);
+        let (all, _, shared) = self.run_parts();
+        Some(Run { bytes: all, shared, linktype, interface: iface.unwrap_or(0) })
     }
 
     /// The storage's bytes, how far they hold input, and the block packets may share.
@@ -1135,13 +1168,111 @@ fn iface_from_idb(linktype: i32, snaplen: u32, tsresol: u8, tsoffset: i64) -> In
     Interface { linktype: (linktype as u32) & 0xffff, units_per_sec: units, offset_s: tsoffset, snaplen }
 }
 
+/// A pcapng timestamp in ns since the epoch: `units_per_sec` units since the interface's
+/// offset. Microseconds and nanoseconds (every capture tool's resolution) without the
+/// 128-bit divisions the general case takes (two calls of a division routine a packet):
+/// the same value, `ts_to_ns_general`'s to the bit (a test holds them together).
+#[inline]
 fn ts_to_ns(high: u32, low: u32, iface: &Interface) -> i64 {
+    let t = (u64::from(high) << 32) | u64::from(low);
+    // In 128 bits 1000 t and t are exact; their low 64 bits are these.
+    let ns = match iface.units_per_sec {
+        1_000_000 => t.wrapping_mul(1000) as i64,
+        1_000_000_000 => t as i64,
+        _ => return ts_to_ns_general(high, low, iface),
+    };
+    ns.saturating_add(iface.offset_s.saturating_mul(1_000_000_000))
+}
+
+/// [`ts_to_ns`] of any resolution.
+#[inline(never)]
+fn ts_to_ns_general(high: u32, low: u32, iface: &Interface) -> i64 {
     let t = (u128::from(high) << 32) | u128::from(low);
     let units = u128::from(iface.units_per_sec);
     let secs = t / units;
     let frac = t % units;
     let ns = secs * 1_000_000_000 + frac * 1_000_000_000 / units;
     (ns as i64).saturating_add(iface.offset_s.saturating_mul(1_000_000_000))
+}
+
+/// Block type of an enhanced packet block.
+const EPB_TYPE: u32 = 6;
+
+/// An enhanced packet block whole at the start of `win` that pcap-parser parses and
+/// [`step_pcapng`] gives as a packet of a declared interface: the same [`PacketStep`],
+/// read in place (seven words; pcap-parser's block parser, with its options vector and
+/// its 128-bit time arithmetic, was 330 instructions a packet, more than half of a
+/// header-only `decode`). `None` for anything else, which `step_pcapng` takes: every
+/// check of pcap-parser on such a block is here (block length ≥ 32, a multiple of 4,
+/// within the record limit and repeated at the block's end; caplen below 2^32 − 4, its
+/// padded bytes within the block; options it parses without failing, whatever they
+/// hold), and a proptest holds the two together on random blocks.
+#[inline]
+fn whole_epb(win: &[u8], be: bool, ifaces: &[Interface]) -> Option<PacketStep> {
+    let h = win.get(..28)?;
+    let word = |o: usize| u32_at(h, o, be).unwrap_or(0);
+    let block_len = word(4) as usize;
+    if word(0) != EPB_TYPE
+        || block_len < 32
+        || block_len % 4 != 0
+        || block_len > MAX_RECORD_BYTES
+        || win.len() < block_len
+        || u32_at(win, block_len - 4, be) != Some(block_len as u32)
+    {
+        return None;
+    }
+    let caplen = word(20);
+    if caplen >= u32::MAX - 4 || (caplen as usize).next_multiple_of(4) > block_len - 32 {
+        return None;
+    }
+    let if_id = word(8);
+    let iface = ifaces.get(if_id as usize)?;
+    Some(PacketStep {
+        consumed: block_len,
+        data_start: 28,
+        data_len: caplen as usize,
+        ts_ns: ts_to_ns(word(12), word(16), iface),
+        linktype: iface.linktype,
+        origlen: word(24),
+        interface: if_id,
+    })
+}
+
+/// [`fill_run`] of pcapng: the enhanced packet blocks whole in `win` from `pos` on
+/// ([`whole_epb`]), of the first one's interface, at most `max` in `out`; stops before
+/// any other block, and before a record with more bytes captured than its frame had
+/// (`next_packet` warns of it). Returns the position after the last one taken and the
+/// run's interface (`None`: no record).
+#[allow(clippy::too_many_arguments)]
+fn fill_run_ng(
+    win: &[u8],
+    mut pos: usize,
+    base: u64,
+    mut frame: u64,
+    out: &mut Vec<Rec>,
+    max: usize,
+    be: bool,
+    ifaces: &[Interface],
+) -> (usize, Option<u32>) {
+    let mut iface = None;
+    while out.len() < max {
+        let Some(p) = win.get(pos..).and_then(|w| whole_epb(w, be, ifaces)) else { break };
+        if p.data_len > p.origlen as usize || iface.is_some_and(|i| i != p.interface) {
+            break;
+        }
+        iface = Some(p.interface);
+        frame += 1;
+        out.push(Rec {
+            frame,
+            ts_ns: p.ts_ns,
+            offset: base + pos as u64,
+            start: pos + p.data_start,
+            len: p.data_len as u32,
+            origlen: p.origlen,
+        });
+        pos += p.consumed;
+    }
+    (pos, iface)
 }
 
 /// After a block whose length cannot be trusted: the first 4-byte aligned offset in `win`
@@ -1590,6 +1721,231 @@ mod tests {
         }
     }
 
+    /// One block of a random pcapng file (see `random_pcapng`).
+    #[derive(Debug, Clone)]
+    enum NgBlock {
+        /// A section header in this byte order: the blocks after it are written in it.
+        Section(bool),
+        /// An interface: link type, `if_tsresol` (None: the default, microseconds).
+        Interface(u16, Option<u8>),
+        /// An enhanced packet block: interface id, timestamp, caplen, origlen, option
+        /// bytes (a multiple of 4 or not: any bytes), and what is wrong with it (0: none,
+        /// 1: its trailing length differs, 2: caplen beyond the block, 3: a length not a
+        /// multiple of 4, 4: a length under 32, 5: caplen one more than its bytes, which
+        /// its padding may hold while the padded length does not fit).
+        Packet(u32, u64, u16, u16, Vec<u8>, u8),
+        /// A simple packet block of this original length.
+        Simple(u16),
+        /// A block of a type the reader skips (interface statistics).
+        Other,
+    }
+
+    /// A pcapng file of `blocks`, with `tail` bytes of the last block cut short.
+    fn random_pcapng(blocks: &[NgBlock], tail: usize) -> Vec<u8> {
+        let mut v = Vec::new();
+        let mut be = false;
+        let w = |v: &mut Vec<u8>, be: bool, x: u32| {
+            v.extend_from_slice(&if be { x.to_be_bytes() } else { x.to_le_bytes() })
+        };
+        let block = |v: &mut Vec<u8>, be: bool, kind: u32, body: &[u8], len: Option<u32>, trailer: Option<u32>| {
+            let total = (12 + body.len()) as u32;
+            w(v, be, kind);
+            w(v, be, len.unwrap_or(total));
+            v.extend_from_slice(body);
+            w(v, be, trailer.unwrap_or(len.unwrap_or(total)));
+        };
+        for (i, b) in blocks.iter().enumerate() {
+            let mut body = Vec::new();
+            match b {
+                NgBlock::Section(big) => {
+                    be = *big;
+                    w(&mut body, be, 0x1a2b_3c4d);
+                    body.extend_from_slice(&if be { [0, 1, 0, 0] } else { [1, 0, 0, 0] });
+                    body.extend_from_slice(&[0xff; 8]);
+                    block(&mut v, be, 0x0a0d_0d0a, &body, None, None);
+                }
+                NgBlock::Interface(linktype, tsresol) => {
+                    let lt = if be { linktype.to_be_bytes() } else { linktype.to_le_bytes() };
+                    body.extend_from_slice(&lt);
+                    body.extend_from_slice(&[0, 0]);
+                    w(&mut body, be, 65535);
+                    if let Some(r) = tsresol {
+                        let code: u16 = 9;
+                        let one: u16 = 1;
+                        body.extend_from_slice(&if be { code.to_be_bytes() } else { code.to_le_bytes() });
+                        body.extend_from_slice(&if be { one.to_be_bytes() } else { one.to_le_bytes() });
+                        body.extend_from_slice(&[*r, 0, 0, 0, 0, 0, 0, 0]);
+                    }
+                    block(&mut v, be, 1, &body, None, None);
+                }
+                NgBlock::Packet(if_id, ts, caplen, origlen, opts, fault) => {
+                    let data = record_bytes(i as u32, usize::from(*caplen));
+                    let claimed = u32::from(*caplen)
+                        + match fault {
+                            2 => 64,
+                            5 => 1,
+                            _ => 0,
+                        };
+                    for x in [*if_id, (*ts >> 32) as u32, *ts as u32, claimed, u32::from(*origlen)] {
+                        w(&mut body, be, x);
+                    }
+                    body.extend_from_slice(&data);
+                    body.resize(body.len().next_multiple_of(4), 0);
+                    body.extend_from_slice(opts);
+                    body.resize(body.len().next_multiple_of(4), 0);
+                    let total = (12 + body.len()) as u32;
+                    let (len, trailer) = match fault {
+                        1 => (None, Some(total + 4)),
+                        3 => (Some(total + 2), Some(total + 2)),
+                        4 => (Some(28), Some(28)),
+                        _ => (None, None),
+                    };
+                    block(&mut v, be, 6, &body, len, trailer);
+                }
+                NgBlock::Simple(origlen) => {
+                    w(&mut body, be, u32::from(*origlen));
+                    body.extend_from_slice(&record_bytes(i as u32, usize::from(*origlen)));
+                    body.resize(body.len().next_multiple_of(4), 0);
+                    block(&mut v, be, 3, &body, None, None);
+                }
+                NgBlock::Other => {
+                    body.extend_from_slice(&[0; 12]);
+                    block(&mut v, be, 5, &body, None, None);
+                }
+            }
+        }
+        let cut = v.len() - tail.min(v.len());
+        v.truncate(cut);
+        v
+    }
+
+    fn ng_block() -> impl proptest::strategy::Strategy<Value = NgBlock> {
+        use proptest::prelude::*;
+        prop_oneof![
+            1 => any::<bool>().prop_map(NgBlock::Section),
+            2 => (prop_oneof![Just(1u16), Just(113), Just(276)], prop_oneof![
+                Just(None), Just(Some(6u8)), Just(Some(9)), Just(Some(3)), Just(Some(0x8a)), Just(Some(0))
+            ]).prop_map(|(l, r)| NgBlock::Interface(l, r)),
+            12 => (
+                prop_oneof![4 => 0u32..2, 1 => 0u32..5],
+                prop_oneof![any::<u64>(), 1_700_000_000_000_000u64..1_700_000_100_000_000],
+                prop_oneof![0u16..80, 1400u16..1600],
+                prop_oneof![0u16..80, 1400u16..1600],
+                prop_oneof![4 => Just(Vec::new()), 1 => proptest::collection::vec(any::<u8>(), 0..24)],
+                prop_oneof![8 => Just(0u8), 1 => 1u8..6],
+            ).prop_map(|(i, t, c, o, opts, f)| NgBlock::Packet(i, t, c, o, opts, f)),
+            1 => (0u16..100).prop_map(NgBlock::Simple),
+            1 => Just(NgBlock::Other),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        /// The enhanced packet block read in place is pcap-parser's, field by field, on
+        /// any block in any state; and where `whole_epb` leaves a block to the general path,
+        /// that path is what reads it.
+        #[test]
+        fn test_whole_epb_is_pcap_parsers(
+            blocks in proptest::collection::vec(ng_block(), 1..12),
+            ifaces in 0usize..3,
+        ) {
+            let bytes = random_pcapng(&blocks, 0);
+            let list: Vec<Interface> = (0..ifaces)
+                .map(|k| Interface { linktype: 1 + k as u32, units_per_sec: [1_000_000, 1_000_000_000, 1000][k], offset_s: 0, snaplen: 0 })
+                .collect();
+            let mut pos = 0;
+            let mut be = false;
+            while pos + 8 <= bytes.len() {
+                let win = &bytes[pos..];
+                if win[..4] == [0x0a, 0x0d, 0x0d, 0x0a] {
+                    be = win[8..12] == [0x1a, 0x2b, 0x3c, 0x4d];
+                }
+                let fast = whole_epb(win, be, &list);
+                let step = step_pcapng(win, be, &list, 0);
+                if let Some(f) = &fast {
+                    let Step::Packet(g) = &step else { panic!("whole_epb took a block the general path does not give as a packet") };
+                    proptest::prop_assert_eq!(
+                        (f.consumed, f.data_start, f.data_len, f.ts_ns, f.linktype, f.origlen, f.interface),
+                        (g.consumed, g.data_start, g.data_len, g.ts_ns, g.linktype, g.origlen, g.interface)
+                    );
+                }
+                let len = u32_at(win, 4, be).unwrap_or(0) as usize;
+                if len < 12 || len % 4 != 0 || len > win.len() {
+                    break;
+                }
+                pos += len;
+            }
+        }
+
+        /// Runs of pcapng records give what `next_packet` gives, as for pcap
+        /// (`test_runs_give_what_next_packet_gives`): sections in either byte order,
+        /// interfaces of several resolutions, packets of undeclared interfaces, with more
+        /// bytes captured than their frames had, with options, malformed, simple packet
+        /// blocks, skipped blocks, a cut tail, on every kind of input.
+        #[test]
+        fn test_pcapng_runs_give_what_next_packet_gives(
+            big in proptest::prelude::any::<bool>(),
+            blocks in proptest::collection::vec(ng_block(), 0..40),
+            tail in proptest::prop_oneof![proptest::strategy::Just(0usize), 1usize..40],
+            runs in proptest::collection::vec(1usize..9, 1..4),
+            reads in proptest::collection::vec(1usize..3000, 1..5),
+            kind in 0u8..4,
+        ) {
+            let mut all = vec![NgBlock::Section(big), NgBlock::Interface(1, None)];
+            all.extend(blocks);
+            let bytes = random_pcapng(&all, tail);
+            let open = || match kind {
+                0 => CaptureReader::from_bytes("t", bytes.clone()).unwrap(),
+                1 => CaptureReader::from_shared("t", Arc::new(bytes.clone())).unwrap(),
+                2 => CaptureReader::from_stream("t", Box::new(io::Cursor::new(bytes.clone())), None, true, None).unwrap(),
+                _ => CaptureReader::from_stream("t", Box::new(Uneven(io::Cursor::new(bytes.clone()), reads.clone(), 0)), None, true, None).unwrap(),
+            };
+            proptest::prop_assert_eq!(read_all(open(), &runs), read_all(open(), &[]));
+        }
+
+        /// Microseconds and nanoseconds in 64 bits are the 128-bit arithmetic's value.
+        #[test]
+        fn test_ts_to_ns_shortcuts_are_the_general_case(
+            high in proptest::prelude::any::<u32>(),
+            low in proptest::prelude::any::<u32>(),
+            units in proptest::prop_oneof![proptest::strategy::Just(1_000_000u64), proptest::strategy::Just(1_000_000_000)],
+            offset_s in proptest::prop_oneof![proptest::strategy::Just(0i64), proptest::prelude::any::<i64>()],
+        ) {
+            let iface = Interface { linktype: 1, units_per_sec: units, offset_s, snaplen: 0 };
+            proptest::prop_assert_eq!(ts_to_ns(high, low, &iface), ts_to_ns_general(high, low, &iface));
+        }
+    }
+
+    /// Runs of pcapng records against `next_packet` over a long capture: records across
+    /// many refills, and an interface change that ends a run.
+    #[test]
+    fn pcapng_runs_over_refills_and_interfaces() {
+        let mut blocks = vec![NgBlock::Section(false), NgBlock::Interface(1, None), NgBlock::Interface(113, Some(9))];
+        for i in 0..3000u32 {
+            let len = if i % 5 == 0 { 1500 } else { 60 + (i % 7) as u16 };
+            blocks.push(NgBlock::Packet(
+                u32::from(i % 400 == 399),
+                1_700_000_000_000_000 + u64::from(i),
+                len,
+                len,
+                Vec::new(),
+                0,
+            ));
+        }
+        let bytes = random_pcapng(&blocks, 0);
+        let want = read_all(
+            CaptureReader::from_stream("t", Box::new(io::Cursor::new(bytes.clone())), None, true, None).unwrap(),
+            &[],
+        );
+        assert_eq!(want.0.len(), 3000);
+        assert_eq!(want.0.iter().filter(|s| s.6 == 1).count(), 7);
+        let got = read_all(
+            CaptureReader::from_stream("t", Box::new(io::Cursor::new(bytes)), None, true, None).unwrap(),
+            &[64],
+        );
+        assert_eq!(got, want);
+    }
+
     /// A temporary file, removed when dropped.
     struct TempFile(std::path::PathBuf);
 
@@ -1762,13 +2118,17 @@ mod tests {
         }
     }
 
+    /// A block other than an enhanced packet block is the general path's: the run before
+    /// it is empty.
     #[test]
-    fn a_pcapng_capture_gives_no_runs() {
+    fn a_pcapng_section_alone_gives_an_empty_run() {
         let shb = [
             0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0, 0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff,
             0xff, 0xff, 0xff, 28, 0, 0, 0,
         ];
         let mut r = CaptureReader::from_bytes("t", shb.to_vec()).unwrap();
-        assert!(r.next_run(&mut Vec::new(), 8).is_none());
+        let mut recs = Vec::new();
+        assert!(r.next_run(&mut recs, 8).is_some_and(|_| recs.is_empty()));
+        assert!(r.next_packet().unwrap().is_none());
     }
 }
