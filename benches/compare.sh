@@ -301,7 +301,7 @@ rd = sorted(a / b for a, b in zip([${w[decode]}], [${w[decodeN]}]))
 cpu_d = ${u[decodeN]} / ${u[decode]}
 print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f), for %.2fx the CPU time' % ('$cap', 'lnetcap decode', statistics.median(rd), q(rd, 0.25), q(rd, 0.75), cpu_d))
 # The same work took far more CPU time: the host ran something else on these cores, or
-# they pass data between them slowly (README Speed, "How it is measured": 1.06-1.27x in
+# they pass data between them slowly (README Speed, How it is measured: 1.06-1.27x in
 # undisturbed runs on the 2-core AMD VM, 2-2.5x in disturbed ones, whose two-thread times
 # were slower than one thread's).
 if cpu > 1.5:
