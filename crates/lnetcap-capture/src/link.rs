@@ -289,6 +289,30 @@ fn ipv4_tcp_layer(ip: &[u8]) -> Option<IpLayer<'_>> {
     Some((pair, (total >= hl).then(|| total - hl), payload))
 }
 
+/// The usual IPv6 packet's IP layer read in place: TCP right after the 40-byte header (no
+/// extension header). `None` for anything else, which [`ip_layer`] (etherparse) slices;
+/// where this gives an answer it is `ip_layer`'s (a proptest holds them together): a
+/// payload length of 0 leaves the rest of the record to the payload (a jumbogram's, or a
+/// TSO capture's), as etherparse's lax slicing does, and one past the record gives what
+/// the record holds (the snap length). Etherparse's slicing was 213 instructions an IPv6
+/// packet, a tenth of `decode`'s.
+#[inline]
+fn ipv6_tcp_layer(ip: &[u8]) -> Option<IpLayer<'_>> {
+    let h: &[u8; 40] = ip.get(..40)?.try_into().ok()?;
+    if h[0] >> 4 != 6 || h[6] != 6 {
+        return None;
+    }
+    let claimed = usize::from(u16::from_be_bytes([h[4], h[5]]));
+    let rest = &ip[40..];
+    let payload = if claimed == 0 || rest.len() < claimed { rest } else { &rest[..claimed] };
+    let addr = |o: usize| {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&h[o..o + 16]);
+        IpAddr::V6(Ipv6Addr::from(a))
+    };
+    Some((IpPair { src: addr(8), dst: addr(24) }, (claimed != 0).then_some(claimed), payload))
+}
+
 /// Any IP layer, sliced by etherparse (lax: a header cut by the snaplen still gives its
 /// fields): IPv4 with an authentication header, IPv6 with extension headers, fragments.
 fn ip_layer(et: u16, ip_off: usize, ip_bytes: &[u8]) -> Result<IpLayer<'_>, NotTcp> {
@@ -349,7 +373,10 @@ pub fn decode_packet(linktype: u32, data: &[u8], origlen: u32) -> Decoded<'_> {
     let ip_bytes = data.get(ip_off..).unwrap_or(&[]);
     let (pair, ip_claimed_payload, tcp_bytes) = match ipv4_tcp_layer(ip_bytes) {
         Some(v4) => v4,
-        None => ip_layer(et, ip_off, ip_bytes)?,
+        None => match ipv6_tcp_layer(ip_bytes) {
+            Some(v6) => v6,
+            None => ip_layer(et, ip_off, ip_bytes)?,
+        },
     };
     let tcp_off = tcp_bytes.as_ptr() as usize - data.as_ptr() as usize;
     if tcp_bytes.len() < 20 {
@@ -440,6 +467,8 @@ impl std::fmt::Display for Ipv4Text {
 
 #[cfg(test)]
 mod tests {
+    use proptest::test_runner::TestCaseError;
+
     use super::*;
 
     #[test]
@@ -540,19 +569,69 @@ mod tests {
             })
     }
 
+    /// IPv6 headers as captures bring them: version 6 or not, TCP next or an extension
+    /// header (hop-by-hop, routing, fragment, destination options) or another protocol,
+    /// payload lengths around the record's (exact, with padding after, 0 as TSO writes,
+    /// beyond a cut record, anything), records cut anywhere.
+    fn ipv6_bytes() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let first = prop_oneof![6 => Just(0x60u8), 1 => any::<u8>()];
+        let next = prop_oneof![6 => Just(6u8), 1 => Just(0u8), 1 => Just(43u8), 1 => Just(44u8), 1 => Just(60u8), 1 => any::<u8>()];
+        (
+            first,
+            next,
+            0u8..6,
+            any::<u16>(),
+            0usize..8,
+            any::<[u8; 32]>(),
+            prop::collection::vec(any::<u8>(), 0..80),
+            prop::option::weighted(0.25, 0usize..130),
+        )
+            .prop_map(|(v, next, how, any_len, k, addrs, rest, cut)| {
+                let mut b = vec![v, 0, 0, 0, 0, 0, next, 64];
+                b.extend_from_slice(&addrs);
+                b.extend_from_slice(&rest);
+                let len = rest.len();
+                let claimed = match how {
+                    0 => len,
+                    1 => len.saturating_sub(k),
+                    2 => 0,
+                    3 => len + k + 1,
+                    _ => usize::from(any_len),
+                };
+                b[4..6].copy_from_slice(&u16::try_from(claimed).unwrap_or(u16::MAX).to_be_bytes());
+                if let Some(c) = cut {
+                    b.truncate(c);
+                }
+                b
+            })
+    }
+
+    /// What an in-place reader made of `b` (if anything) is what etherparse's slicing gives
+    /// for ethertype `et`: the same addresses, claimed length and payload, at the same place.
+    fn agrees_with_etherparse(b: &[u8], et: u16, read: Option<IpLayer<'_>>) -> Result<(), TestCaseError> {
+        if let Some((pair, claimed, payload)) = read {
+            let (p2, c2, pl2) = ip_layer(et, 0, b).expect("etherparse slices what was read in place");
+            proptest::prop_assert_eq!((pair, claimed), (p2, c2));
+            let at = |x: &[u8]| (x.as_ptr() as usize - b.as_ptr() as usize, x.len());
+            proptest::prop_assert_eq!(at(payload), at(pl2));
+        }
+        Ok(())
+    }
+
     proptest::proptest! {
+        /// The in-place IPv6 reading gives what etherparse's slicing gives, wherever it
+        /// answers.
+        #[test]
+        fn ipv6_in_place_is_etherparse(b in ipv6_bytes()) {
+            agrees_with_etherparse(&b, ETH_IPV6, ipv6_tcp_layer(&b))?;
+        }
+
         /// The in-place IPv4 reading gives what etherparse's slicing gives, wherever it
-        /// answers (the same addresses, claimed length and payload, at the same place).
+        /// answers.
         #[test]
         fn ipv4_in_place_is_etherparse(b in ipv4_bytes()) {
-            if let Some((pair, claimed, payload)) = ipv4_tcp_layer(&b) {
-                let (p2, c2, pl2) = ip_layer(ETH_IPV4, 0, &b).expect("etherparse slices what was read in place");
-                proptest::prop_assert_eq!((pair, claimed), (p2, c2));
-                proptest::prop_assert_eq!(
-                    (payload.as_ptr() as usize - b.as_ptr() as usize, payload.len()),
-                    (pl2.as_ptr() as usize - b.as_ptr() as usize, pl2.len())
-                );
-            }
+            agrees_with_etherparse(&b, ETH_IPV4, ipv4_tcp_layer(&b))?;
         }
 
         /// The inline Ethernet path answers what the general one answers, for any bytes
@@ -615,6 +694,11 @@ mod tests {
         assert!(ipv4_tcp_layer(&ah).is_none() && tcp_tuple(linktype::RAW, &ah).is_none(), "AH: decode to know");
         let v6 = tcp_packet("fd00::2".parse().unwrap(), 1023, "fd00::1".parse().unwrap(), 988, false, 0);
         assert!(ipv4_tcp_layer(&v6).is_none());
+        assert!(ipv6_tcp_layer(&v6).is_some(), "plain IPv6/TCP read in place");
+        let mut hop = v6.clone();
+        hop[6] = 0;
+        assert!(ipv6_tcp_layer(&hop).is_none(), "an extension header: etherparse's");
+        assert!(ipv6_tcp_layer(&p).is_none(), "IPv4 is not read as IPv6");
         // IHL 6 (4 bytes of options) behind an 802.1ad tag: the ports are read after them.
         let mut opt = p[..20].to_vec();
         opt[0] = 0x46;
