@@ -63,7 +63,7 @@ quick=0
 runs=${RUNS:-5}
 full_gb=${FULL_GB:-6}
 if ((quick)); then runs=1; full_gb=0.5; fi
-for t in tshark tcptrace python3; do
+for t in tshark tcptrace tcpdump python3; do
   command -v $t >/dev/null || { echo "compare.sh needs $t (apt-get install -y $t)" >&2; exit 1; }
 done
 # The dist profile (fat LTO, one codegen unit): the binary one installs. PROFILE=release

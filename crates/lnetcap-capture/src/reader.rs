@@ -938,7 +938,7 @@ impl CaptureReader {
     /// clears), as [`next_packet`](Self::next_packet) would give them one by one: a
     /// consumer's loop over a run does not pay a call, a look at the format and the
     /// storage, and a `Result<Option<Packet>>` per record. `None` when this input gives
-    /// no runs (a mapped pcapng file); an empty run when the next record needs the
+    /// no runs (a mapped pcapng file, which `open` never makes); an empty run when the next record needs the
     /// general path (`next_packet`: a refill, a record that warns, any pcapng block but an
     /// enhanced packet block, the end).
     pub fn next_run(&mut self, out: &mut Vec<Rec>, max: usize) -> Option<Run<'_>> {
@@ -983,9 +983,10 @@ impl CaptureReader {
     }
 
     /// [`CaptureReader::next_run`] of pcapng: the enhanced packet blocks at hand of one
-    /// interface, each as `next_packet` gives it ([`whole_epb`]). A mapped file (pcapng
-    /// is mapped only when asked to open it so) gives none: its runs would need the
-    /// checks of a file cut under its map.
+    /// interface, each as `next_packet` gives it ([`whole_epb`]). A mapped file gives
+    /// none: its runs would need the checks of a file cut under its map (no pcapng file
+    /// is mapped today: `worth_mapping` takes classic pcap only; the guard keeps it so
+    /// should that change).
     fn next_run_ng(&mut self, out: &mut Vec<Rec>, max: usize) -> Option<Run<'_>> {
         if matches!(self.storage, Storage::Mapped { .. }) {
             return None;
@@ -1200,9 +1201,9 @@ const EPB_TYPE: u32 = 6;
 
 /// An enhanced packet block whole at the start of `win` that pcap-parser parses and
 /// [`step_pcapng`] gives as a packet of a declared interface: the same [`PacketStep`],
-/// read in place (seven words; pcap-parser's block parser, with its options vector and
-/// its 128-bit time arithmetic, was 330 instructions a packet, more than half of a
-/// header-only `decode`). `None` for anything else, which `step_pcapng` takes: every
+/// read in place (seven words; pcap-parser's block parser with its options vector, 327
+/// instructions a packet, and the 128-bit time arithmetic, 47, were a quarter of a
+/// header-only `decode` of pcapng). `None` for anything else, which `step_pcapng` takes: every
 /// check of pcap-parser on such a block is here (block length ≥ 32, a multiple of 4,
 /// within the record limit and repeated at the block's end; caplen below 2^32 − 4, its
 /// padded bytes within the block; options it parses without failing, whatever they
