@@ -371,6 +371,8 @@ pub fn decode_packet(linktype: u32, data: &[u8], origlen: u32) -> Decoded<'_> {
         return Err(NotTcp::NotIp { ethertype: et });
     }
     let ip_bytes = data.get(ip_off..).unwrap_or(&[]);
+    // Nested matches: `ipv4_tcp_layer(..).or_else(|| ipv6_tcp_layer(..))` executed 0.65 %
+    // more instructions in `decode` of the header-only bench capture.
     let (pair, ip_claimed_payload, tcp_bytes) = match ipv4_tcp_layer(ip_bytes) {
         Some(v4) => v4,
         None => match ipv6_tcp_layer(ip_bytes) {

@@ -716,15 +716,14 @@ impl CaptureReader {
         if self.map_shrank() {
             self.note_shrink();
         }
-        // The usual record: a whole pcap record in the window.
-        if let CaptureFormat::Pcap { nanos, big_endian, linktype, .. } = self.format {
-            if let Some(p) = whole_pcap_record(self.window(), nanos, big_endian, linktype) {
-                if !self.map_shrank() {
-                    return Ok(Some(self.take_packet(p)));
-                }
-                self.note_shrink();
+        // The usual record: a whole pcap record or enhanced packet block in the window.
+        let usual = match self.format {
+            CaptureFormat::Pcap { nanos, big_endian, linktype, .. } => {
+                whole_pcap_record(self.window(), nanos, big_endian, linktype)
             }
-        } else if let Some(p) = whole_epb(self.window(), self.ng_big_endian, &self.interfaces) {
+            CaptureFormat::PcapNg => whole_epb(self.window(), self.ng_big_endian, &self.interfaces),
+        };
+        if let Some(p) = usual {
             if !self.map_shrank() {
                 return Ok(Some(self.take_packet(p)));
             }
@@ -974,12 +973,18 @@ impl CaptureReader {
             self.note_shrink();
             self.keep_before_cut(out, first);
         }
-        if let Some(last) = out[first..].last() {
+        Some(self.run_taken(&out[first..], linktype, 0))
+    }
+
+    /// The run of the records `taken` (the reader is past them): its frame count and last
+    /// time move to the last one.
+    fn run_taken(&mut self, taken: &[Rec], linktype: u32, interface: u32) -> Run<'_> {
+        if let Some(last) = taken.last() {
             self.frame = last.frame;
             self.last_ts_ns = last.ts_ns;
         }
         let (all, _, shared) = self.run_parts();
-        Some(Run { bytes: all, shared, linktype, interface: 0 })
+        Run { bytes: all, shared, linktype, interface }
     }
 
     /// [`CaptureReader::next_run`] of pcapng: the enhanced packet blocks at hand of one
@@ -997,13 +1002,8 @@ impl CaptureReader {
         let (pos, iface) =
             fill_run_ng(win, self.pos, self.base, self.frame, out, max, self.ng_big_endian, &self.interfaces);
         self.pos = pos;
-        if let Some(last) = out[first..].last() {
-            self.frame = last.frame;
-            self.last_ts_ns = last.ts_ns;
-        }
         let linktype = iface.and_then(|i| self.interfaces.get(i as usize)).map_or(0, |f| f.linktype);
-        let (all, _, shared) = self.run_parts();
-        Some(Run { bytes: all, shared, linktype, interface: iface.unwrap_or(0) })
+        Some(self.run_taken(&out[first..], linktype, iface.unwrap_or(0)))
     }
 
     /// The storage's bytes, how far they hold input, and the block packets may share.
@@ -1686,6 +1686,20 @@ mod tests {
         }
     }
 
+    /// A reader of `bytes` of each kind of input: 0 in memory, 1 shared, 2 a stream's
+    /// whole reads, 3 uneven reads (`reads` bytes at a time, cycling).
+    fn open_kind(kind: u8, bytes: &[u8], reads: &[usize]) -> CaptureReader {
+        match kind {
+            0 => CaptureReader::from_bytes("t", bytes.to_vec()).unwrap(),
+            1 => CaptureReader::from_shared("t", Arc::new(bytes.to_vec())).unwrap(),
+            2 => CaptureReader::from_stream("t", Box::new(io::Cursor::new(bytes.to_vec())), None, true, None).unwrap(),
+            _ => {
+                let input = Uneven(io::Cursor::new(bytes.to_vec()), reads.to_vec(), 0);
+                CaptureReader::from_stream("t", Box::new(input), None, true, None).unwrap()
+            }
+        }
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
         /// Runs of records give what `next_packet` gives, record by record: the same
@@ -1707,12 +1721,7 @@ mod tests {
             kind in 0u8..4,
         ) {
             let bytes = random_pcap(be, nanos, &recs, tail);
-            let open = || match kind {
-                0 => CaptureReader::from_bytes("t", bytes.clone()).unwrap(),
-                1 => CaptureReader::from_shared("t", Arc::new(bytes.clone())).unwrap(),
-                2 => CaptureReader::from_stream("t", Box::new(io::Cursor::new(bytes.clone())), None, true, None).unwrap(),
-                _ => CaptureReader::from_stream("t", Box::new(Uneven(io::Cursor::new(bytes.clone()), reads.clone(), 0)), None, true, None).unwrap(),
-            };
+            let open = || open_kind(kind, &bytes, &reads);
             let want = read_all(open(), &[]);
             // Whole, it is read whole: the comparison is over every record.
             if tail == 0 {
@@ -1895,12 +1904,7 @@ mod tests {
             let mut all = vec![NgBlock::Section(big), NgBlock::Interface(1, None)];
             all.extend(blocks);
             let bytes = random_pcapng(&all, tail);
-            let open = || match kind {
-                0 => CaptureReader::from_bytes("t", bytes.clone()).unwrap(),
-                1 => CaptureReader::from_shared("t", Arc::new(bytes.clone())).unwrap(),
-                2 => CaptureReader::from_stream("t", Box::new(io::Cursor::new(bytes.clone())), None, true, None).unwrap(),
-                _ => CaptureReader::from_stream("t", Box::new(Uneven(io::Cursor::new(bytes.clone()), reads.clone(), 0)), None, true, None).unwrap(),
-            };
+            let open = || open_kind(kind, &bytes, &reads);
             proptest::prop_assert_eq!(read_all(open(), &runs), read_all(open(), &[]));
         }
 
