@@ -11,8 +11,8 @@ use crate::perf::{ConnPerf, DirPerf, SegInfo};
 use crate::stream::{HalfStats, StreamHalf};
 use crate::{Stamp, StreamEvent, StreamSink};
 
+mod cache;
 mod rooms;
-mod v4cache;
 
 pub use rooms::partition_of;
 use rooms::Room;
@@ -327,8 +327,8 @@ pub struct FlowTable {
     retirements: Retirements,
     acceptor_ports: Vec<u16>,
     last_key: Option<(ConnKey, u32)>,
-    /// IPv4 tuples → slots, in front of `map` (which it never contradicts).
-    v4: v4cache::V4Cache,
+    /// IPv4 and IPv6 tuples → slots, in front of `map` (which it never contradicts).
+    cache: cache::TupleCache,
     /// Interval of the per-connection loop (RTT) series, ns.
     series_ns: i64,
     /// Analyse TCP behaviour (RTT, flight, retransmissions); off for a pure decode.
@@ -362,7 +362,7 @@ impl FlowTable {
             retirements: Retirements::default(),
             acceptor_ports: acceptor_ports.to_vec(),
             last_key: None,
-            v4: v4cache::V4Cache::default(),
+            cache: cache::TupleCache::default(),
             series_ns: crate::perf::DEFAULT_SERIES_NS,
             perf_on: true,
             waiting: Vec::new(),
@@ -604,7 +604,7 @@ impl FlowTable {
         let key = ConnKey::of(slot.info.endpoints[0], slot.info.endpoints[1]);
         if self.map.get(&key) == Some(&i) {
             self.map.remove(&key);
-            self.v4.forget(slot.info.endpoints[0], slot.info.endpoints[1]);
+            self.cache.forget(slot.info.endpoints[0], slot.info.endpoints[1]);
         }
         if sink.on_retire(&slot.info) {
             self.retirements.folded += 1;
@@ -621,10 +621,9 @@ impl FlowTable {
 
     /// The segment's connection (opened if new) and direction.
     fn lookup(&mut self, seg: &TcpSegment<'_>, stamp: Stamp, sink: &mut impl StreamSink) -> (u32, Dir) {
-        let fast = v4cache::key_of(seg);
-        let mut found = fast.and_then(|k| self.v4.get(k));
+        let mut found = self.cache.get_v4_of(seg);
         if found.is_none() {
-            found = self.lookup_map(seg, fast);
+            found = self.lookup_map(seg);
         }
         // A fresh SYN on a tuple whose connection ended (or whose stream has moved on)
         // starts a new connection: port reuse.
@@ -645,9 +644,12 @@ impl FlowTable {
         }
     }
 
-    /// [`FlowTable::lookup`] through the map (and the `last_key` memo), caching an IPv4
-    /// tuple's answer.
-    fn lookup_map(&mut self, seg: &TcpSegment<'_>, fast: Option<[u32; 3]>) -> Option<(u32, Dir)> {
+    /// [`FlowTable::lookup`] of a segment the IPv4 cache did not answer: through the
+    /// IPv6 cache, else the map (and the `last_key` memo), caching the map's answer.
+    fn lookup_map(&mut self, seg: &TcpSegment<'_>) -> Option<(u32, Dir)> {
+        if let Some(f) = self.cache.get_v6_of(seg) {
+            return Some(f);
+        }
         let (src, dst) =
             (Endpoint { ip: seg.ip.src, port: seg.src_port }, Endpoint { ip: seg.ip.dst, port: seg.dst_port });
         let key = ConnKey::of(src, dst);
@@ -656,8 +658,8 @@ impl FlowTable {
             _ => *self.map.get(&key)?,
         };
         let dir = self.dir_of(i, src);
-        match fast {
-            Some(k) => self.v4.set(k, i, dir),
+        match cache::key_of(seg) {
+            Some(k) => self.cache.set(&k, i, dir),
             None => self.last_key = Some((key, i)),
         }
         Some((i, dir))
@@ -681,7 +683,7 @@ impl FlowTable {
         let i = self.new_slot(seg, stamp, room, sink);
         let key = ConnKey::of(src, dst);
         self.map.insert(key, i);
-        self.v4.forget(src, dst);
+        self.cache.forget(src, dst);
         self.last_key = Some((key, i));
         (i, self.dir_of(i, src))
     }
@@ -858,7 +860,7 @@ impl FlowTable {
         }
         out.slots = slots;
         out.map.clear();
-        out.v4.clear();
+        out.cache.clear();
         out.waiting.clear();
         out.last_key = None;
         out.rooms.iter_mut().for_each(|r| *r = Room::default());
