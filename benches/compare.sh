@@ -86,6 +86,8 @@ fi
 echo "binary: $bin ($built)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# Every piece of Python this script runs (none inside bash's quotes, README Speed).
+report=$PWD/benches/compare_report.py
 
 # One full-payload bench RPC per client writes about 9.12 MB (measured: --rpcs 120 gives
 # 1,094 MB).
@@ -95,7 +97,7 @@ trap 'rm -rf "$tmp"' EXIT
   --truth "$tmp/n.truth" 2>/dev/null
 "$bin" synth --scenario bench --clients "${MANY_CLIENTS:-200}" --rpcs "${MANY_RPCS:-2}" -o "$tmp/many.pcap" \
   --truth "$tmp/c.truth" 2>/dev/null
-full_rpcs=$(python3 -c "print(max(1, round($full_gb * 1e9 / 9.12e6)))")
+full_rpcs=$(python3 "$report" full-rpcs "$full_gb")
 "$bin" synth --scenario bench --rpcs "$full_rpcs" --snaplen 65535 -o "$tmp/full.pcap" --truth "$tmp/f.truth" 2>/dev/null
 "$bin" synth --scenario metadata --rpcs "${META_RPCS:-20000}" -o "$tmp/metadata.pcap" --truth "$tmp/m.truth" 2>/dev/null
 rm -f "$tmp"/*.truth
@@ -119,11 +121,7 @@ page_cache=${PAGE_CACHE:-disk}
 case $page_cache in
   disk)
     for f in "$tmp"/*.pcap; do
-      python3 -c 'import os, sys
-fd = os.open(sys.argv[1], os.O_RDONLY)
-os.fsync(fd)
-os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-os.close(fd)' "$f"
+      python3 "$report" drop "$f"
       # What is left cached of it (fincore, util-linux): ~0 when the drop worked; a tmpfs
       # TMPDIR keeps every page (its pages are memory, not a cache of a disk).
       if command -v fincore >/dev/null; then
@@ -143,79 +141,11 @@ os.close(fd)' "$f"
   *) echo "PAGE_CACHE is disk, tcpdump or written, not $page_cache" >&2; exit 2 ;;
 esac
 
-# rounds RUNS NAME=CMD ... : RUNS rounds, each running every command once, in an order
-# rotated by one every round, so that the VM's drift (10-25 % within minutes here) falls
-# on every tool alike; then one run of each whose VmHWM (/proc/PID/status) is sampled
-# every 2 ms (not getrusage: a child's ru_maxrss starts with the forked parent's, Python's
-# ~14 MiB, before exec). Prints per command "NAME median_wall_s peak_rss_kib q1 med q3
-# walls cpu": the quartiles of its per-round speed relative to the first command (1 1 1
-# for it), its walls, comma-separated, and the median CPU time (user + system, from the
-# child's own rusage by wait4) of its rounds. Commands are split on spaces.
+# rounds RUNS NAME=CMD ... : RUNS rounds of every command, the single-thread ones pinned
+# a core a round; per command its median wall time, peak RSS, speed quartiles against the
+# first, walls and median CPU time (benches/compare_report.py, `rounds`).
 rounds() {
-  python3 - "$@" <<'PY'
-import os, statistics, subprocess, sys, time
-runs = int(sys.argv[1]); cmds = [a.split("=", 1) for a in sys.argv[2:]]
-def hwm(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next((int(l.split()[1]) for l in f if l.startswith("VmHWM:")), 0)
-    except OSError:
-        return 0
-walls = {n: [] for n, _ in cmds}
-cpus = {n: [] for n, _ in cmds}
-# Single-thread commands run pinned to one core, the same for all of them in a round and
-# the next core the next round: a VM's cores need not run at one speed (2026-11-28 here:
-# one core took 0.18-0.19 s for a run the other did in 0.14-0.15 s), and a ratio of two
-# tools each left where the scheduler put it would compare the cores too. The
-# multi-thread command (UNPINNED) and the copies of the ceiling are not pinned. PIN=0
-# pins nothing.
-allowed = sorted(os.sched_getaffinity(0))
-unpinned = set(os.environ.get("UNPINNED", "").split())
-pin = os.environ.get("PIN", "1") != "0"
-per_core = {}
-with open(os.devnull, "wb") as null:
-    for r in range(runs):
-        core = allowed[r % len(allowed)]
-        for n, c in cmds[r % len(cmds):] + cmds[:r % len(cmds)]:
-            # NAME*K: K copies at once ({i} in the command numbers them); the wall time
-            # until the last ends, the CPU time of all.
-            copies = int(n.split("*")[1]) if "*" in n else 1
-            pinned = pin and copies == 1 and n not in unpinned
-            pre = (lambda: os.sched_setaffinity(0, {core})) if pinned else None
-            t = time.perf_counter()
-            ps = [subprocess.Popen(c.replace("{i}", str(i)).split(), stdout=null, stderr=null, preexec_fn=pre)
-                  for i in range(copies)]
-            cpu = 0.0
-            for p in ps:
-                _, status, ru = os.wait4(p.pid, 0)
-                cpu += ru.ru_utime + ru.ru_stime
-                if os.waitstatus_to_exitcode(status) != 0:
-                    sys.exit(f"failed ({os.waitstatus_to_exitcode(status)}): {c}")
-            walls[n].append(time.perf_counter() - t)
-            cpus[n].append(cpu)
-            if pinned:
-                per_core.setdefault(n, {}).setdefault(core, []).append(walls[n][-1])
-    for n, by in per_core.items():
-        # Each pinned command's median wall time on each core: how far the cores differ.
-        if len(by) > 1:
-            print("#core", n, " ".join(f"cpu{k} {statistics.median(v):.3f}" for k, v in sorted(by.items())))
-    for n, c in cmds:
-        if "*" in n:
-            print(n, f"{statistics.median(walls[n]):.4f}", 0, "- - -", ",".join(f"{w:.4f}" for w in walls[n]),
-                  f"{statistics.median(cpus[n]):.3f}")
-            continue
-        p = subprocess.Popen(c.split(), stdout=null, stderr=null)
-        time.sleep(0.001)
-        rss = 0
-        while p.poll() is None:
-            rss = max(rss, hwm(p.pid))
-            time.sleep(0.002)
-        ref = walls[cmds[0][0]]
-        rel = sorted(a / b for a, b in zip(ref, walls[n]))
-        q = lambda f: rel[min(len(rel) - 1, int(f * len(rel)))]
-        print(n, f"{statistics.median(walls[n]):.4f}", rss, f"{q(0.25):.3f} {statistics.median(rel):.3f} {q(0.75):.3f}",
-              ",".join(f"{w:.4f}" for w in walls[n]), f"{statistics.median(cpus[n]):.3f}")
-PY
+  python3 "$report" rounds "$@"
 }
 
 cores=$(nproc)
@@ -256,7 +186,7 @@ for cap in header pcapng many full metadata; do
   if [[ $cap == header || ${TSHARK_FULL:-0} == 1 ]]; then
     read -r _ t[tshark] m[tshark] _ _ _ _ u[tshark] < <(rounds 1 "tshark=tshark -r $f -T fields -e frame.number -e lnet.msg_type \
       -e lnet.msg_dst_match_bits -e lnet.ptl_index -e lnet.payload_length")
-    q[tshark]="$(python3 -c "print(f'{${t[tcptrace]} / ${t[tshark]}:.3f}')") - -"
+    q[tshark]="$(python3 "$report" ratio "${t[tcptrace]}" "${t[tshark]}") - -"
     tools+=(tshark)
   fi
   for k in "${tools[@]}"; do
@@ -273,9 +203,7 @@ for cap in header pcapng many full metadata; do
     read -r med q1 q3 <<<"${q[$k]}"
     spread="$q1-$q3"
     [[ $q1 == - ]] && spread="(one run)"
-    python3 -c "
-s, cpu, pk, b, rss = ${t[$k]}, ${u[$k]}, $pk, $bytes, ${m[$k]}
-print(f'%-12s %-22s %9d %8.3f %7.3f %12.0f %7.2f %7.0f MiB %11sx %s' % ('$cap', '$name', pk, s, cpu, pk / s, b / s / 1e9, rss / 1024, '$med', '$spread'))"
+    python3 "$report" row "$cap" "$name" "$pk" "${t[$k]}" "${u[$k]}" "$bytes" "${m[$k]}" "$med" "$spread"
   done
   # The single-thread runs were pinned, a core a round: each one's median on each core.
   # Cores a tool ran far apart on (over 1.2x: 2026-11-30 on the VM of README Speed,
@@ -290,46 +218,12 @@ print(f'%-12s %-22s %9d %8.3f %7.3f %12.0f %7.2f %7.0f MiB %11sx %s' % ('$cap', 
       if (lo > 0 && hi / lo > 1.2)
         printf "%-12s %-22s warning: %s ran %.2fx apart on the cores (over 1.2x): the host disturbed this run; rerun before quoting its single-thread ratios\n", cap, "by core (pinned)", $1, hi / lo }' <<<"$line"
   done
-  # The parallel speed-up itself, round by round.
-  python3 -c "
-import statistics
-q = lambda r, f: r[min(len(r) - 1, int(f * len(r)))]
-r = sorted(a / b for a, b in zip([${w[analyze1]}], [${w[analyzeN]}]))
-cpu = ${u[analyzeN]} / ${u[analyze1]}
-print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f), for %.2fx the CPU time' % ('$cap', 'lnetcap analyze', statistics.median(r), q(r, 0.25), q(r, 0.75), cpu))
-rd = sorted(a / b for a, b in zip([${w[decode]}], [${w[decodeN]}]))
-cpu_d = ${u[decodeN]} / ${u[decode]}
-print('%-12s %-22s $cores threads against 1: %.2fx (per round: %.2f-%.2f), for %.2fx the CPU time' % ('$cap', 'lnetcap decode', statistics.median(rd), q(rd, 0.25), q(rd, 0.75), cpu_d))
-# The same work took far more CPU time: the host ran something else on these cores, or
-# they pass data between them slowly (README Speed, How it is measured: 1.06-1.27x in
-# undisturbed runs on the 2-core AMD VM, 2-2.5x in disturbed ones, whose two-thread times
-# were slower than one thread's).
-if cpu > 1.5:
-    print('%-12s %-22s warning: the $cores-thread runs took %.2fx the CPU time of one thread (over 1.5x): the host disturbed them, or its cores pass data between them slowly (README Speed); rerun before quoting the parallel rows' % ('$cap', 'lnetcap analyze', cpu))
-# decode's engine does more work than analyze's relative to one thread (about 1.34x one
-# thread's instructions on the header-only capture, README Speed, Parallel decode): its
-# threshold is higher.
-if cpu_d > 1.7:
-    print('%-12s %-22s warning: the $cores-thread runs took %.2fx the CPU time of one thread (over 1.7x): the host disturbed them (README Speed); rerun before quoting the parallel rows' % ('$cap', 'lnetcap decode', cpu_d))
-# The most $cores cores give this work here: $cores one-thread runs at once, against one run
-# alone (shared caches, memory bandwidth and the host's scheduling of a VM's cores
-# all count); the parallel run against that ceiling, round by round.
-c = sorted($cores * a / b for a, b in zip([${w[analyze1]}], [${w[analyze1x$cores]}]))
-e = sorted(p / ($cores * n) for n, p in zip([${w[analyzeN]}], [${w[analyze1x$cores]}]))
-print('%-12s %-22s $cores one-thread runs at once: %.2fx the throughput of one (per round: %.2f-%.2f), the ceiling of $cores cores here; the $cores-thread run reaches %.0f %% of it (per round: %.0f-%.0f %%)' % ('$cap', 'lnetcap analyze', statistics.median(c), q(c, 0.25), q(c, 0.75), 100 * statistics.median(e), 100 * q(e, 0.25), 100 * q(e, 0.75)))
-# Over $cores: each of the runs at once went faster than one run alone, which more cores
-# cannot explain (the Intel VM of README Speed: 2.0-2.7x, and two runs at once ended
-# before one alone in paired rounds, 1.08x; a busy loop on the other core did not do
-# that). The ceiling then measures the host, and the share of it understates.
-if statistics.median(c) > $cores * 1.05:
-    print('%-12s %-22s note: the ceiling is over $cores: each of $cores runs at once went faster than one run alone, which cores alone cannot give (README Speed); the parallel run\'s share of it understates it: quote the speed-up against one thread' % ('$cap', 'lnetcap analyze'))"
+  # The parallel speed-up itself, round by round, against one thread and against the
+  # ceiling of $cores one-thread runs at once (compare_report.py, `parallel`).
+  python3 "$report" parallel "$cap" "$cores" "${w[analyze1]}" "${w[analyzeN]}" "${w[decode]}" "${w[decodeN]}" \
+    "${u[analyze1]}" "${u[analyzeN]}" "${u[decode]}" "${u[decodeN]}" "${w[analyze1x$cores]}"
   if ((${#read_cmds[@]})); then
     # Mapped against read, round by round (LNETCAP_MAP=1's speed over the default's).
-    python3 -c "
-import statistics
-q = lambda r, f: r[min(len(r) - 1, int(f * len(r)))]
-for name, m, rd in (('decode', [${w[decodeM]}], [${w[decode]}]), ('analyze (1)', [${w[analyze1M]}], [${w[analyze1]}])):
-    r = sorted(b / a for a, b in zip(m, rd))
-    print('%-12s %-22s mapped against read: %.2fx (per round: %.2f-%.2f)' % ('$cap', 'lnetcap ' + name, statistics.median(r), q(r, 0.25), q(r, 0.75)))"
+    python3 "$report" mapped "$cap" "${w[decodeM]}" "${w[decode]}" "${w[analyze1M]}" "${w[analyze1]}"
   fi
 done
