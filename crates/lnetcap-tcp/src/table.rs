@@ -646,6 +646,7 @@ impl FlowTable {
 
     /// [`FlowTable::lookup`] of a segment the IPv4 cache did not answer: through the
     /// IPv6 cache, else the map (and the `last_key` memo), caching the map's answer.
+    #[inline(never)]
     fn lookup_map(&mut self, seg: &TcpSegment<'_>) -> Option<(u32, Dir)> {
         if let Some(f) = self.cache.get_v6_of(seg) {
             return Some(f);

@@ -95,8 +95,10 @@ impl<K: TupleKey> Table<K> {
     #[inline]
     fn get(&self, k: &K) -> Option<(u32, Dir)> {
         let e = &self.0[k.index()];
-        (e.key == *k && e.slot != EMPTY)
-            .then_some((e.slot >> 1, if e.slot & 1 == 0 { Dir::FromActive } else { Dir::FromPassive }))
+        if e.key != *k || e.slot == EMPTY {
+            return None;
+        }
+        Some((e.slot >> 1, if e.slot & 1 == 0 { Dir::FromActive } else { Dir::FromPassive }))
     }
 
     #[inline]
