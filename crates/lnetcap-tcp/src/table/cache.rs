@@ -14,8 +14,9 @@ use lnetcap_capture::TcpSegment;
 
 use super::{Dir, Endpoint};
 
-/// Entries of each table (a power of two): 16 KiB for IPv4 (16 bytes an entry), 40 KiB
-/// for IPv6 (40 bytes).
+/// Entries of each table (a power of two): 16 KiB for IPv4 (16 bytes an entry), 64 KiB
+/// for IPv6 (64 bytes: two `u128` addresses, the ports and the slot, padded to the
+/// addresses' 16-byte alignment).
 const ENTRIES: usize = 1024;
 /// An entry's slot word when it holds nothing.
 const EMPTY: u32 = u32::MAX;
