@@ -86,7 +86,8 @@ fi
 echo "binary: $bin ($built)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# Every piece of Python this script runs (none inside bash's quotes, README Speed).
+# Every piece of Python this script runs: none inside bash's quotes (docs/speed-log.md,
+# twenty-first session: a double quote in a comment once cut such a block short).
 report=$PWD/benches/compare_report.py
 
 # One full-payload bench RPC per client writes about 9.12 MB (measured: --rpcs 120 gives

@@ -76,7 +76,8 @@ def rounds(runs, specs):
                 pinned = pin and copies == 1 and n not in unpinned
                 pre = (lambda: os.sched_setaffinity(0, {core})) if pinned else None
                 t = time.perf_counter()
-                ps = [subprocess.Popen(c.replace("{i}", str(i)).split(), stdout=null, stderr=null, preexec_fn=pre)
+                ps = [subprocess.Popen(c.replace("{i}", str(i)).split(), stdin=subprocess.DEVNULL, stdout=null,
+                                       stderr=null, preexec_fn=pre)
                       for i in range(copies)]
                 cpu = 0.0
                 for p in ps:
@@ -97,7 +98,7 @@ def rounds(runs, specs):
                 print(n, f"{statistics.median(walls[n]):.4f}", 0, "- - -", ",".join(f"{w:.4f}" for w in walls[n]),
                       f"{statistics.median(cpus[n]):.3f}")
                 continue
-            p = subprocess.Popen(c.split(), stdout=null, stderr=null)
+            p = subprocess.Popen(c.split(), stdin=subprocess.DEVNULL, stdout=null, stderr=null)
             time.sleep(0.001)
             rss = 0
             while p.poll() is None:

@@ -14,9 +14,9 @@ use lnetcap_capture::TcpSegment;
 
 use super::{Dir, Endpoint};
 
-/// Entries of each table (a power of two): 16 KiB for IPv4 (16 bytes an entry), 64 KiB
-/// for IPv6 (64 bytes: two `u128` addresses, the ports and the slot, padded to the
-/// addresses' 16-byte alignment).
+/// Entries of each table (a power of two): 16 KiB for IPv4 (16 bytes an entry), 48 KiB
+/// for IPv6 (48 bytes: each address as two `u64`, not a `u128`, whose 16-byte alignment
+/// would pad an entry to 64).
 const ENTRIES: usize = 1024;
 /// An entry's slot word when it holds nothing.
 const EMPTY: u32 = u32::MAX;
@@ -28,8 +28,10 @@ pub(super) struct V4Key([u32; 3]);
 /// A directed IPv6 tuple.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct V6Key {
-    src: u128,
-    dst: u128,
+    /// Source address, high then low 64 bits.
+    src: [u64; 2],
+    /// Destination address, the same way.
+    dst: [u64; 2],
     ports: u32,
 }
 
@@ -66,13 +68,27 @@ impl TupleKey for V4Key {
 }
 
 impl TupleKey for V6Key {
-    const ZERO: Self = Self { src: 0, dst: 0, ports: 0 };
+    const ZERO: Self = Self { src: [0; 2], dst: [0; 2], ports: 0 };
+    /// Each 32-bit word of the addresses lands at its own rotation (0, 32, 17, 49 for the
+    /// source; 23, 55, 40, 8 for the destination): a rotation of the destination by a
+    /// multiple of 32 would line its words up with the source's, and tuples differing
+    /// by the same value in a word of each would share an entry.
     #[inline]
     fn index(&self) -> usize {
-        let fold = |a: u128| (a as u64) ^ ((a >> 64) as u64).rotate_left(17);
+        let fold = |a: [u64; 2]| a[1] ^ a[0].rotate_left(17);
         spread(
-            fold(self.src) ^ fold(self.dst).rotate_left(32) ^ u64::from(self.ports).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            fold(self.src) ^ fold(self.dst).rotate_left(23) ^ u64::from(self.ports).wrapping_mul(0x9e37_79b9_7f4a_7c15),
         )
+    }
+}
+
+impl V6Key {
+    fn new(src: std::net::Ipv6Addr, dst: std::net::Ipv6Addr, ports: u32) -> Self {
+        let halves = |a: std::net::Ipv6Addr| {
+            let b = a.to_bits();
+            [(b >> 64) as u64, b as u64]
+        };
+        Self { src: halves(src), dst: halves(dst), ports }
     }
 }
 
@@ -134,7 +150,7 @@ fn words(src: IpAddr, src_port: u16, dst: IpAddr, dst_port: u16) -> Option<Key> 
     let ports = (u32::from(src_port) << 16) | u32::from(dst_port);
     match (src, dst) {
         (IpAddr::V4(a), IpAddr::V4(b)) => Some(Key::V4(V4Key([a.to_bits(), b.to_bits(), ports]))),
-        (IpAddr::V6(a), IpAddr::V6(b)) => Some(Key::V6(V6Key { src: a.to_bits(), dst: b.to_bits(), ports })),
+        (IpAddr::V6(a), IpAddr::V6(b)) => Some(Key::V6(V6Key::new(a, b, ports))),
         _ => None,
     }
 }
@@ -172,11 +188,9 @@ impl TupleCache {
     #[inline]
     pub(super) fn get_v6_of(&self, seg: &TcpSegment<'_>) -> Option<(u32, Dir)> {
         match (seg.ip.src, seg.ip.dst) {
-            (IpAddr::V6(a), IpAddr::V6(b)) => self.v6.get(&V6Key {
-                src: a.to_bits(),
-                dst: b.to_bits(),
-                ports: (u32::from(seg.src_port) << 16) | u32::from(seg.dst_port),
-            }),
+            (IpAddr::V6(a), IpAddr::V6(b)) => {
+                self.v6.get(&V6Key::new(a, b, (u32::from(seg.src_port) << 16) | u32::from(seg.dst_port)))
+            }
             _ => None,
         }
     }
@@ -290,22 +304,37 @@ mod tests {
     }
 
     /// The IPv6 index spreads tuples that differ in any one 32-bit word of an address or
-    /// in a port.
+    /// in a port, or by the same value in a word of each address.
     #[test]
     fn test_ipv6_index_uses_every_word() {
-        let base = V6Key { src: 0x2001_0db8 << 96 | 1, dst: 0x2001_0db8 << 96 | 2, ports: 1023 << 16 | 988 };
-        for w in 0..9u32 {
-            let hits = (1u32..=64).filter(|&x| {
-                let mut k = base;
-                match w {
-                    0..4 => k.src ^= u128::from(x) << (32 * w),
-                    4..8 => k.dst ^= u128::from(x) << (32 * (w - 4)),
-                    _ => k.ports ^= x,
-                }
-                k.index() == base.index()
-            });
-            assert!(hits.count() <= 1, "word {w}");
+        let base = V6Key { src: [0x2001_0db8 << 32, 1], dst: [0x2001_0db8 << 32, 2], ports: 1023 << 16 | 988 };
+        let flip = |k: &mut V6Key, w: usize, x: u32| match w {
+            0..4 => k.src[w / 2] ^= u64::from(x) << (32 * (w % 2)),
+            4..8 => k.dst[(w - 4) / 2] ^= u64::from(x) << (32 * (w % 2)),
+            _ => k.ports ^= x,
+        };
+        let same = |ws: &[usize]| {
+            (1u32..=64)
+                .filter(|&x| {
+                    let mut k = base;
+                    ws.iter().for_each(|&w| flip(&mut k, w, x));
+                    k.index() == base.index()
+                })
+                .count()
+        };
+        for w in 0..9 {
+            assert!(same(&[w]) <= 1, "word {w}");
         }
+        for a in 0..4 {
+            for b in 4..8 {
+                assert!(same(&[a, b]) <= 1, "words {a} and {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn test_entries_are_as_small_as_documented() {
+        assert_eq!((size_of::<Entry<V4Key>>(), size_of::<Entry<V6Key>>()), (16, 48));
     }
 
     /// Events of a table's sink, and whether it folds what the table retires.
