@@ -363,52 +363,112 @@ mod tests {
         }
     }
 
+    /// The tuples of [`test_cache_gives_the_maps_answers`]: ten distinct ones, five IPv4
+    /// and five IPv6 (three clients, four client ports, one server).
+    fn spread_tuples() -> Vec<(Endpoint, Endpoint)> {
+        (0..10usize)
+            .map(|i| {
+                let ip = |x: u32| {
+                    if i >= 5 {
+                        IpAddr::V6(std::net::Ipv6Addr::from_bits(u128::from(x)))
+                    } else {
+                        IpAddr::V4(Ipv4Addr::from_bits(x))
+                    }
+                };
+                let client = Endpoint { ip: ip(0x0a00_0010 + i as u32 % 3), port: 1021 + (i as u16 % 4) };
+                (client, Endpoint { ip: ip(0x0a00_0001), port: 988 })
+            })
+            .collect()
+    }
+
+    /// Ten tuples of which five IPv4 ones share one cache entry from the client and five
+    /// IPv6 ones share another: live connections that evict each other's entries.
+    fn colliding_tuples() -> Vec<(Endpoint, Endpoint)> {
+        let server4 = ep(0x0a00_0001, 988);
+        let server6 = ep6(0xfd00 << 112 | 1, 988);
+        let clients4 = (2u32..).map(|x| (ep(0x0a00_0000 | x, 1023), server4));
+        let clients6 = (2u128..).map(|x| (ep6(0xfd00 << 112 | x << 64 | 2, 1023), server6));
+        let entry = |t: &(Endpoint, Endpoint)| index(&key(t.0, t.1).unwrap());
+        let (first4, first6) =
+            (entry(&(ep(0x0a00_0002, 1023), server4)), entry(&(ep6(0xfd00 << 112 | 2 << 64 | 2, 1023), server6)));
+        let mut out: Vec<_> = clients4.filter(|t| entry(t) == first4).take(5).collect();
+        out.extend(clients6.filter(|t| entry(t) == first6).take(5));
+        out
+    }
+
+    /// Runs segments over `tuples` through two tables, the second with its cache emptied
+    /// before every segment (every lookup through the map), and holds them to the same
+    /// connection, direction and events.
+    fn same_as_the_map(
+        tuples: &[(Endpoint, Endpoint)],
+        segs: &[(usize, bool, usize, u32, usize)],
+        fold: bool,
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        use lnetcap_capture::{IpPair, TcpFlags, TcpSegment};
+        const FLAGS: [u8; 5] =
+            [TcpFlags::SYN, TcpFlags::SYN | TcpFlags::ACK, TcpFlags::ACK, TcpFlags::FIN | TcpFlags::ACK, TcpFlags::RST];
+        let payload = [5u8; 2];
+        let table = || super::super::FlowTable::new(&[988]).with_max_open(8);
+        let mut tables = [table(), table()];
+        let mut logs = [Log(Vec::new(), fold), Log(Vec::new(), fold)];
+        for (n, &(t, back, f, seq, len)) in segs.iter().enumerate() {
+            let (a, b) = tuples[t % tuples.len()];
+            let (src, dst) = if back { (b, a) } else { (a, b) };
+            let seg = TcpSegment {
+                ip: IpPair { src: src.ip, dst: dst.ip },
+                src_port: src.port,
+                dst_port: dst.port,
+                seq: seq * 1000,
+                ack: 1,
+                flags: TcpFlags(FLAGS[f]),
+                window: 100,
+                options: &[],
+                payload: &payload[..len],
+                payload_len: len as u32,
+            };
+            let stamp = crate::Stamp { frame: n as u64 + 1, ts_ns: n as i64 * 1_000_000 };
+            tables[1].cache.clear();
+            let [t0, t1] = &mut tables;
+            let [l0, l1] = &mut logs;
+            let o0 = t0.process(&seg, stamp, l0);
+            let o1 = t1.process(&seg, stamp, l1);
+            proptest::prop_assert_eq!((o0.conn, o0.dir, o0.ignored), (o1.conn, o1.dir, o1.ignored));
+            // The map answers what the lookup answered.
+            proptest::prop_assert_eq!(t0.map.get(&super::super::ConnKey::of(src, dst)), Some(&o0.conn.0));
+        }
+        proptest::prop_assert_eq!(&logs[0].0, &logs[1].0);
+        Ok(())
+    }
+
+    #[test]
+    fn test_colliding_tuples_are_found() {
+        let t = colliding_tuples();
+        assert_eq!(t.len(), 10);
+        let entry = |i: usize| index(&key(t[i].0, t[i].1).unwrap());
+        assert!((1..5).all(|i| entry(i) == entry(0)) && (6..10).all(|i| entry(i) == entry(5)));
+    }
+
     proptest::proptest! {
-        /// The cache never changes an answer: a table whose cache is emptied before every
-        /// segment (so that every lookup goes through the map) gives the same connection,
-        /// direction and events for any run of segments over a few IPv4 and IPv6 tuples,
-        /// with handshakes, port reuse (a fresh SYN on an ended connection), FINs, RSTs
-        /// and retirement at the table's limit (8 live connections for 10 tuples).
+        /// The cache never changes an answer, for any run of segments over a few IPv4 and
+        /// IPv6 tuples, with handshakes, port reuse (a fresh SYN on an ended connection),
+        /// FINs, RSTs and retirement at the table's limit (8 live connections for 10
+        /// tuples).
         #[test]
         fn test_cache_gives_the_maps_answers(
             segs in proptest::collection::vec((0usize..10, proptest::prelude::any::<bool>(), 0usize..5, 0u32..4, 0usize..3), 1..300),
             fold in proptest::prelude::any::<bool>(),
         ) {
-            use lnetcap_capture::{IpPair, TcpFlags, TcpSegment};
-            let tuple = |i: usize| -> (Endpoint, Endpoint) {
-                let ip = |x: u32| if i >= 5 { IpAddr::V6(std::net::Ipv6Addr::from_bits(u128::from(x))) } else { IpAddr::V4(Ipv4Addr::from_bits(x)) };
-                (Endpoint { ip: ip(0x0a00_0010 + i as u32 % 3), port: 1021 + (i as u16 % 4) }, Endpoint { ip: ip(0x0a00_0001), port: 988 })
-            };
-            const FLAGS: [u8; 5] = [TcpFlags::SYN, TcpFlags::SYN | TcpFlags::ACK, TcpFlags::ACK, TcpFlags::FIN | TcpFlags::ACK, TcpFlags::RST];
-            let payload = [5u8; 2];
-            let mut tables = [super::super::FlowTable::new(&[988]).with_max_open(8), super::super::FlowTable::new(&[988]).with_max_open(8)];
-            let mut logs = [Log(Vec::new(), fold), Log(Vec::new(), fold)];
-            for (n, &(t, back, f, seq, len)) in segs.iter().enumerate() {
-                let (a, b) = tuple(t);
-                let (src, dst) = if back { (b, a) } else { (a, b) };
-                let seg = TcpSegment {
-                    ip: IpPair { src: src.ip, dst: dst.ip },
-                    src_port: src.port,
-                    dst_port: dst.port,
-                    seq: seq * 1000,
-                    ack: 1,
-                    flags: TcpFlags(FLAGS[f]),
-                    window: 100,
-                    options: &[],
-                    payload: &payload[..len],
-                    payload_len: len as u32,
-                };
-                let stamp = crate::Stamp { frame: n as u64 + 1, ts_ns: n as i64 * 1_000_000 };
-                tables[1].cache.clear();
-                let [t0, t1] = &mut tables;
-                let [l0, l1] = &mut logs;
-                let o0 = t0.process(&seg, stamp, l0);
-                let o1 = t1.process(&seg, stamp, l1);
-                proptest::prop_assert_eq!((o0.conn, o0.dir, o0.ignored), (o1.conn, o1.dir, o1.ignored));
-                // The map answers what the lookup answered.
-                proptest::prop_assert_eq!(t0.map.get(&super::super::ConnKey::of(src, dst)), Some(&o0.conn.0));
-            }
-            proptest::prop_assert_eq!(&logs[0].0, &logs[1].0);
+            same_as_the_map(&spread_tuples(), &segs, fold)?;
+        }
+
+        /// The same over tuples that share cache entries: five IPv4 connections on one
+        /// entry and five IPv6 ones on another, live at once and evicting each other.
+        #[test]
+        fn test_cache_gives_the_maps_answers_when_tuples_collide(
+            segs in proptest::collection::vec((0usize..10, proptest::prelude::any::<bool>(), 0usize..5, 0u32..4, 0usize..3), 1..300),
+            fold in proptest::prelude::any::<bool>(),
+        ) {
+            same_as_the_map(&colliding_tuples(), &segs, fold)?;
         }
     }
 }
