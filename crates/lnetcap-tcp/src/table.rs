@@ -648,7 +648,9 @@ impl FlowTable {
     /// IPv6 cache, else the map (and the `last_key` memo), caching the map's answer.
     #[inline(never)]
     fn lookup_map(&mut self, seg: &TcpSegment<'_>) -> Option<(u32, Dir)> {
-        if let Some(f) = self.cache.get_v6_of(seg) {
+        // An IPv6 tuple's key, made once: to ask its cache, and to fill it from the map.
+        let v6 = cache::v6_key_of(seg);
+        if let Some(f) = v6.as_ref().and_then(|k| self.cache.get_v6(k)) {
             return Some(f);
         }
         let (src, dst) =
@@ -659,7 +661,7 @@ impl FlowTable {
             _ => *self.map.get(&key)?,
         };
         let dir = self.dir_of(i, src);
-        match cache::key_of(seg) {
+        match v6.map(cache::Key::V6).or_else(|| cache::key_of(seg)) {
             Some(k) => self.cache.set(&k, i, dir),
             None => self.last_key = Some((key, i)),
         }

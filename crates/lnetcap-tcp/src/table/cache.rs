@@ -145,10 +145,16 @@ pub(super) struct TupleCache {
     v6: Table<V6Key>,
 }
 
+/// A directed tuple's two ports in one word: the source's in the high half.
+#[inline]
+fn ports(src_port: u16, dst_port: u16) -> u32 {
+    (u32::from(src_port) << 16) | u32::from(dst_port)
+}
+
 /// The key of the tuple from `src` to `dst` (None for mixed address families).
 #[inline]
 fn words(src: IpAddr, src_port: u16, dst: IpAddr, dst_port: u16) -> Option<Key> {
-    let ports = (u32::from(src_port) << 16) | u32::from(dst_port);
+    let ports = ports(src_port, dst_port);
     match (src, dst) {
         (IpAddr::V4(a), IpAddr::V4(b)) => Some(Key::V4(V4Key([a.to_bits(), b.to_bits(), ports]))),
         (IpAddr::V6(a), IpAddr::V6(b)) => Some(Key::V6(V6Key::new(a, b, ports))),
@@ -168,32 +174,34 @@ pub(super) fn key_of(seg: &TcpSegment<'_>) -> Option<Key> {
     words(seg.ip.src, seg.src_port, seg.ip.dst, seg.dst_port)
 }
 
+/// The IPv6 key of a segment's tuple (None for any other: IPv4, mixed families).
+#[inline]
+pub(super) fn v6_key_of(seg: &TcpSegment<'_>) -> Option<V6Key> {
+    match (seg.ip.src, seg.ip.dst) {
+        (IpAddr::V6(a), IpAddr::V6(b)) => Some(V6Key::new(a, b, ports(seg.src_port, seg.dst_port))),
+        _ => None,
+    }
+}
+
 impl TupleCache {
     /// The slot and direction cached for an IPv4 segment's tuple (None for IPv6: see
-    /// [`TupleCache::get_v6_of`], asked only when this one misses). No [`Key`] is made:
+    /// [`TupleCache::get_v6`], asked only when this one misses). No [`Key`] is made:
     /// one made for every segment and matched again cost IPv4 segments 1.2 % of
     /// `decode`'s instructions.
     #[inline]
     pub(super) fn get_v4_of(&self, seg: &TcpSegment<'_>) -> Option<(u32, Dir)> {
         match (seg.ip.src, seg.ip.dst) {
-            (IpAddr::V4(a), IpAddr::V4(b)) => self.v4.get(&V4Key([
-                a.to_bits(),
-                b.to_bits(),
-                (u32::from(seg.src_port) << 16) | u32::from(seg.dst_port),
-            ])),
+            (IpAddr::V4(a), IpAddr::V4(b)) => {
+                self.v4.get(&V4Key([a.to_bits(), b.to_bits(), ports(seg.src_port, seg.dst_port)]))
+            }
             _ => None,
         }
     }
 
-    /// The slot and direction cached for an IPv6 segment's tuple (None for IPv4).
+    /// The slot and direction cached for an IPv6 tuple ([`v6_key_of`] a segment).
     #[inline]
-    pub(super) fn get_v6_of(&self, seg: &TcpSegment<'_>) -> Option<(u32, Dir)> {
-        match (seg.ip.src, seg.ip.dst) {
-            (IpAddr::V6(a), IpAddr::V6(b)) => {
-                self.v6.get(&V6Key::new(a, b, (u32::from(seg.src_port) << 16) | u32::from(seg.dst_port)))
-            }
-            _ => None,
-        }
+    pub(super) fn get_v6(&self, k: &V6Key) -> Option<(u32, Dir)> {
+        self.v6.get(k)
     }
 
     /// The slot and direction cached for the tuple `k`.
