@@ -39,6 +39,7 @@ mod ping;
 mod ptlrpc;
 mod selftest;
 mod summary;
+mod xids;
 
 /// Schema version of [`RpcRecord`].
 pub const RPC_SCHEMA_VERSION: u32 = 1;
@@ -540,14 +541,9 @@ pub struct Tracker {
     slots: Vec<Option<Box<Open>>>,
     free: Vec<usize>,
     by_key: HashMap<Key, usize>,
-    /// PtlRPC XIDs of open RPCs, for bulk/reply match-bit ranges, by (pair number, XID):
-    /// a B-tree over integers, not over two NIDs and an XID.
-    xids: BTreeMap<(u64, u64), usize>,
-    /// The pairs with open PtlRPC RPCs: (client, server) → (pair number in `xids`, its
-    /// entries there); a pair leaves with its last entry.
-    xid_pairs: HashMap<(Nid, Nid), (u64, u32)>,
-    /// The next pair number.
-    next_xid_pair: u64,
+    /// PtlRPC XIDs of open RPCs, for bulk/reply match-bit ranges: (client, server) → that
+    /// pair's XIDs, in order; a pair leaves with its last XID.
+    xid_pairs: HashMap<(Nid, Nid), xids::PairXids>,
     /// Selftest bulkids of open RPCs.
     bulkids: HashMap<Key, usize>,
     /// GET return_wmd → (RPC, order, sink length) (the REPLY carries it as dst_wmd):
@@ -638,9 +634,7 @@ impl Tracker {
             slots: Vec::new(),
             free: Vec::new(),
             by_key: HashMap::new(),
-            xids: BTreeMap::new(),
             xid_pairs: HashMap::new(),
-            next_xid_pair: 0,
             bulkids: HashMap::new(),
             gets: HashMap::new(),
             get_seq: 0,
@@ -1037,31 +1031,20 @@ impl Tracker {
 
     /// Indexes an open PtlRPC RPC's XID (replacing the RPC that had its key, if any).
     fn index_xid(&mut self, key: Key, i: usize) {
-        let next = &mut self.next_xid_pair;
-        let pair = self.xid_pairs.entry((key.0, key.1)).or_insert_with(|| {
-            *next += 1;
-            (*next - 1, 0)
-        });
-        if self.xids.insert((pair.0, key.2), i).is_none() {
-            pair.1 += 1;
-        }
+        self.xid_pairs.entry((key.0, key.1)).or_default().insert(key.2, i);
     }
 
     /// Forgets the XID index entry of `key`.
     fn unindex_xid(&mut self, key: Key) {
         let Some(pair) = self.xid_pairs.get_mut(&(key.0, key.1)) else { return };
-        if self.xids.remove(&(pair.0, key.2)).is_some() {
-            pair.1 -= 1;
-            if pair.1 == 0 {
-                self.xid_pairs.remove(&(key.0, key.1));
-            }
+        if pair.remove(key.2).is_some() && pair.is_empty() {
+            self.xid_pairs.remove(&(key.0, key.1));
         }
     }
 
     /// Finds the PtlRPC RPC whose bulk match bits range holds `mb`.
     fn ptl_by_bulk(&self, client: Nid, server: Nid, mb: u64) -> Option<usize> {
-        let &(pair, _) = self.xid_pairs.get(&(client, server))?;
-        let (&(_, xid), &i) = self.xids.range((pair, 0)..=(pair, mb)).next_back()?;
+        let (xid, i) = self.xid_pairs.get(&(client, server))?.at_or_below(mb)?;
         let o = self.slots[i].as_ref()?;
         // Without pb_mbits, an RPC's MDs cannot reach the next XID: XIDs advance by
         // PTLRPC_BULK_OPS_COUNT (16, 64 or 128), so every XID is a multiple of it.
@@ -1819,7 +1802,6 @@ impl Tracker {
         // a cache miss an RPC into tables of every RPC of the last `EMIT_DELAY_NS` (on a
         // capture shorter than that, all of them).
         self.by_key.clear();
-        self.xids.clear();
         self.xid_pairs.clear();
         self.bulkids.clear();
         let mut done = Vec::with_capacity(BATCH);
