@@ -17,9 +17,10 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// The most entries an insert or removal in the middle of a pair's queue shifts (the
 /// shorter side of the queue moves); past that the pair's XIDs move to a B-tree until the
-/// pair has none left. 256 entries are 4 KiB moved, fewer instructions than the B-tree's
-/// ~620 an insert, and more places than the RPCs a client keeps in flight to one server
-/// (`max_rpcs_in_flight`, 8 by default, on each of its OSCs to that server's targets).
+/// pair has none left. 256 entries are 4 KiB moved (by estimate, not measured: about as
+/// many instructions as the B-tree's ~620 an insert), and more places than the RPCs a
+/// client keeps in flight to one server (`max_rpcs_in_flight`, 8 by default, on each of
+/// its OSCs to that server's targets).
 pub(super) const MAX_SHIFT: usize = 256;
 
 /// One pair's XIDs → their RPC's slot.
