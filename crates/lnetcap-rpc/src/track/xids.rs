@@ -54,12 +54,9 @@ impl PairXids {
             return Some(std::mem::replace(&mut e.1, slot));
         }
         if p.min(q.len() - p) > MAX_SHIFT {
-            let mut t: BTreeMap<u64, usize> = q.drain(..).collect();
-            t.insert(xid, slot);
-            *self = Self::Tree(t);
-        } else {
-            q.insert(p, (xid, slot));
+            return self.make_tree().insert(xid, slot);
         }
+        q.insert(p, (xid, slot));
         None
     }
 
@@ -74,12 +71,20 @@ impl PairXids {
             return None;
         }
         if p.min(q.len() - 1 - p) > MAX_SHIFT {
-            let mut t: BTreeMap<u64, usize> = q.drain(..).collect();
-            let slot = t.remove(&xid);
-            *self = Self::Tree(t);
-            return slot;
+            return self.make_tree().remove(&xid);
         }
         q.remove(p).map(|e| e.1)
+    }
+
+    /// The pair's XIDs as a B-tree, moved there from the queue if they were in it.
+    fn make_tree(&mut self) -> &mut BTreeMap<u64, usize> {
+        if let Self::Queue(q) = self {
+            *self = Self::Tree(q.drain(..).collect());
+        }
+        match self {
+            Self::Tree(t) => t,
+            Self::Queue(_) => unreachable!("moved to a tree just above"),
+        }
     }
 
     /// The entry with the largest XID at or below `mb`.
