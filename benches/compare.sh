@@ -169,10 +169,15 @@ for cap in header pcapng many full metadata; do
     read_cmds=("decodeM=env LNETCAP_MAP=1 $bin decode --threads 1 --format jsonl $f"
       "analyze1M=env LNETCAP_MAP=1 $bin analyze -q --threads 1 --json $tmp/out1m.json $f")
   fi
-  by_core=()
+  by_core=() warned=()
   while read -r line; do
     if [[ $line == "#core "* ]]; then
       by_core+=("${line#\#core }")
+      continue
+    fi
+    if [[ $line == "#warm "* ]]; then
+      read -r _ wf wmib <<<"$line"
+      warned+=("$wf: $wmib MiB read back into the page cache before timed runs (the host had taken them)")
       continue
     fi
     read -r k wall rss q1 med q3 ws cpu <<<"$line"
@@ -211,6 +216,9 @@ for cap in header pcapng many full metadata; do
   # tcptrace 1.285 s on one and 0.818 s on the other) mean the host ran something else on
   # one of them; a disturbance slows tools unequally (that run overstated lnetcap's
   # single-thread ratios), so the run is one to repeat, not to quote.
+  for line in "${warned[@]}"; do
+    printf '%-12s %-22s %s\n' "$cap" "page cache" "$line"
+  done
   for line in "${by_core[@]}"; do
     printf '%-12s %-22s %s\n' "$cap" "by core (pinned)" "$line s"
     # The line: TOOL cpuA MEDIAN cpuB MEDIAN ...
