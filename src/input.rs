@@ -119,11 +119,11 @@ impl Observer for Stderr {
 }
 
 /// Opens a capture (`-` is stdin); `None` when it cannot be opened (the error is printed).
-/// `parallel`: other threads will decode its packets (`analyze --threads N`, N > 1): the
-/// file is read, never mapped, even with `LNETCAP_MAP=1` (README Speed, "Read against
-/// map").
+/// `parallel`: other threads will decode its packets (`--threads N`, N > 1): a
+/// whole-frame file of large records is mapped unless `LNETCAP_NO_MAP` is set
+/// (`CaptureReader::open_threaded`; README Speed, "Read against map").
 pub(crate) fn open(path: &Path, parallel: bool) -> Option<CaptureReader> {
-    let opened = if parallel { CaptureReader::open_unmapped(path) } else { CaptureReader::open(path) };
+    let opened = if parallel { CaptureReader::open_threaded(path) } else { CaptureReader::open(path) };
     match opened {
         Ok(r) => Some(r),
         Err(e) => {

@@ -4,7 +4,9 @@
 //! workers, the JSON report, the RPC lines, the stderr notices and every file of `--out`
 //! (CSV tables, report.html) are compared; and on generated captures that coarsen the
 //! series after the last message, open connections by the thousand (past the connection
-//! limit: the same connections retired whatever the number of threads) and reorder. Three workers on two cores also checks that the
+//! limit: the same connections retired whatever the number of threads), reorder, or carry
+//! whole frames of bulk payload (which a parallel run maps; one thread maps every
+//! whole-frame file, three threads read them). Three workers on two cores also checks that the
 //! merge does not depend on which worker runs first. `decode --threads N` is held to one
 //! thread's output on the same captures.
 
@@ -39,10 +41,20 @@ fn generated(dir: &Path) -> Vec<PathBuf> {
         .output()
         .unwrap();
     assert!(st.status.success(), "synth multi --container pcapng");
+    // Whole frames of bulk payload: a parallel run maps this one by default.
+    let full = dir.join("bench-full.pcap");
+    let st = Command::new(env!("CARGO_BIN_EXE_lnetcap"))
+        .args(["synth", "--scenario", "bench", "--rpcs", "1", "--snaplen", "65535", "-o"])
+        .arg(&full)
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "synth bench --snaplen 65535");
+    let mean = mean_record(&full);
+    assert!(mean >= 512, "bench-full.pcap's records are those a parallel run maps: {mean} bytes on average");
     let attacks = [("zero-window", 40_000), ("flood-syn", 40_000), ("flood-hello", 5_000), ("reorder-storm", 2_000)];
-    attacks
-        .iter()
-        .map(|(scenario, count)| {
+    // The full-payload capture first: the several-files check takes the last four.
+    std::iter::once(full)
+        .chain(attacks.iter().map(|(scenario, count)| {
             let cap = dir.join(format!("{scenario}.pcap"));
             let st = Command::new(env!("CARGO_BIN_EXE_lnetcap"))
                 .args(["synth", "--scenario", scenario, "--count", &count.to_string(), "-o"])
@@ -51,9 +63,26 @@ fn generated(dir: &Path) -> Vec<PathBuf> {
                 .unwrap();
             assert!(st.status.success(), "synth {scenario}");
             cap
-        })
+        }))
         .chain([ng])
         .collect()
+}
+
+/// The mean length, with its 16-byte header, of the records in a little-endian classic
+/// pcap file's first MiB (what `CaptureReader::open_threaded` weighs), computed here
+/// on its own.
+fn mean_record(path: &Path) -> usize {
+    let bytes = std::fs::read(path).unwrap();
+    let recs = &bytes[24..bytes.len().min(24 + (1 << 20))];
+    let (mut at, mut n) = (0, 0);
+    while at + 16 <= recs.len() {
+        let len = 16 + u32::from_le_bytes(recs[at + 8..at + 12].try_into().unwrap()) as usize;
+        if at + len > recs.len() {
+            break;
+        }
+        (at, n) = (at + len, n + 1);
+    }
+    at / n.max(1)
 }
 
 /// A capture whose notices come from both sides of a parallel run, interleaved: TCP
@@ -110,13 +139,19 @@ fn every_capture(gen: &Path) -> Vec<PathBuf> {
 }
 
 /// Runs analyze with `threads` into `dir`; returns every output, named, and stderr. The
-/// one-thread run maps the whole-frame files (`LNETCAP_MAP=1`), which a parallel run
-/// always reads: the two ways of reading are held to one answer here too.
+/// one-thread run maps every whole-frame file (`LNETCAP_MAP=1`); two threads map those
+/// of large records (the default) and three read everything (`LNETCAP_NO_MAP=1`): the
+/// ways of reading are held to one answer here too.
 fn run(capture: &Path, threads: u32, dir: &Path) -> (Vec<(String, Vec<u8>)>, String) {
     std::fs::create_dir_all(dir).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_lnetcap"))
-        .env("LNETCAP_MAP", if threads == 1 { "1" } else { "0" })
-        .env_remove("LNETCAP_NO_MAP")
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lnetcap"));
+    c.env_remove("LNETCAP_MAP").env_remove("LNETCAP_NO_MAP");
+    match threads {
+        1 => c.env("LNETCAP_MAP", "1"),
+        3 => c.env("LNETCAP_NO_MAP", "1"),
+        _ => &mut c,
+    };
+    let o = c
         .arg("analyze")
         .arg(capture)
         .args(["--threads", &threads.to_string(), "--table-format", "csv", "--json"])

@@ -52,3 +52,19 @@ pub const MAP_RELEASE_STEP: usize = 4 * 1024 * 1024;
 /// the cache and the TLB for the threads that share it, and mapped it ran no faster on
 /// one thread and 19 % slower on two (README Speed, "Read against map").
 pub const MAP_MIN_SNAPLEN: usize = 4096;
+
+/// Mean length of a record, its 16-byte header included, at or above which a run whose
+/// packets other threads decode (`--threads` > 1) maps a whole-frame file
+/// ([`MAP_MIN_SNAPLEN`]) by default, over the records of its first [`MAP_PROBE_BYTES`].
+/// Measured 2026-12-01 on the 2-core Intel VM, two threads mapped against read: 1 GB of
+/// full payload (942 bytes a record in that probe) 1.46-1.51x faster as read back from
+/// disk, 1.18-1.23x as tcpdump writes it; the metadata capture (358) 1.07-1.17x; the
+/// header-only bench capture given a whole-frame snap length (219) 0.83-0.95x. Between
+/// 219 and 358 where the map starts to win is not known; 512 keeps small records read.
+pub const MAP_THREADED_MIN_MEAN_RECORD: usize = 512;
+
+/// Bytes after the file header whose records give the mean length of
+/// [`MAP_THREADED_MIN_MEAN_RECORD`] (read once when the file is opened): 1 MiB, as a
+/// capture's first 64 KiB is often its handshakes and small RPCs (the full-payload bench
+/// capture: 377 bytes a record there, 942 over 1 MiB).
+pub const MAP_PROBE_BYTES: usize = 1024 * 1024;

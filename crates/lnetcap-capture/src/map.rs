@@ -1,7 +1,10 @@
 //! Capture files read through a memory map, and a file that shrinks under its map.
 //!
-//! Asked for with `LNETCAP_MAP=1` (`CaptureReader::open_mapped`); files are read by
-//! default. The map's gain depends on how the file came into the page cache: a file
+//! Asked for with `LNETCAP_MAP=1` (`CaptureReader::open_mapped`), and the default for a
+//! whole-frame file of large records whose packets other threads decode
+//! (`CaptureReader::open_threaded`: there a read run's reading thread copies every byte
+//! before any worker sees it); other files are read by default. The map's gain for one
+//! thread depends on how the file came into the page cache: a file
 //! read back from disk sits in large folios and ran 1.04-1.11x faster mapped; one
 //! tcpdump had just written in 4 KiB writes sits a small folio a page, each populated
 //! and unmapped on its own, and ran 0.73-0.80x as fast (README Speed, "Read against

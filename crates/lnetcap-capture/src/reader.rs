@@ -24,8 +24,8 @@ use pcap_parser::{parse_block_be, parse_block_le};
 
 use crate::error::CaptureError;
 use crate::limits::{
-    MAP_KEEP_BEHIND, MAP_MIN_SNAPLEN, MAP_RELEASE_STEP, MAP_WINDOW_BYTES, MAX_INTERFACES, MAX_RECORD_BYTES,
-    MAX_SHARED_BLOCK_BYTES, MAX_SPARE_BLOCKS, STREAM_CHUNK_BYTES,
+    MAP_KEEP_BEHIND, MAP_MIN_SNAPLEN, MAP_PROBE_BYTES, MAP_RELEASE_STEP, MAP_THREADED_MIN_MEAN_RECORD,
+    MAP_WINDOW_BYTES, MAX_INTERFACES, MAX_RECORD_BYTES, MAX_SHARED_BLOCK_BYTES, MAX_SPARE_BLOCKS, STREAM_CHUNK_BYTES,
 };
 use crate::map::{prefetch, MappedFile};
 use crate::reread::{Origin, Reread};
@@ -323,25 +323,40 @@ impl CaptureReader {
     /// writes (a small folio a page, each mapped and unmapped on its own) 0.73-0.80x as
     /// fast (README Speed, "Read against map").
     pub fn open(path: &Path) -> Result<Self, CaptureError> {
-        Self::open_as(path, map_asked(std::env::var_os("LNETCAP_MAP"), std::env::var_os("LNETCAP_NO_MAP")))
+        let asked = map_asked(std::env::var_os("LNETCAP_MAP"), std::env::var_os("LNETCAP_NO_MAP"));
+        Self::open_as(path, if asked { MapWhen::WholeFrames } else { MapWhen::Never })
     }
 
     /// [`open`](Self::open), mapping a plain classic pcap file of whole frames
     /// ([`MAP_MIN_SNAPLEN`]); anything else is read.
     pub fn open_mapped(path: &Path) -> Result<Self, CaptureError> {
-        Self::open_as(path, true)
+        Self::open_as(path, MapWhen::WholeFrames)
+    }
+
+    /// Opens a capture whose packets other threads decode (`--threads` > 1): a plain
+    /// classic pcap file of whole frames whose records are large is mapped
+    /// ([`MAP_THREADED_MIN_MEAN_RECORD`], over the first [`MAP_PROBE_BYTES`]), anything
+    /// else is read. With `LNETCAP_MAP=1` every file [`open_mapped`](Self::open_mapped)
+    /// maps is mapped; with `LNETCAP_NO_MAP` (any value) everything is read.
+    ///
+    /// A read run's reading thread copies every byte of the file out of the page cache
+    /// before the workers see any, which bounds the run on bulk payload (1 GB of full
+    /// payload: two threads 1.14x one thread read, about 1.7x mapped, README Speed,
+    /// "Read against map"); a map has no such copy. Small records lose to the map: each
+    /// packet is then mostly the bytes the workers read anyway, and a reused read buffer
+    /// stays in their caches where every page of a map is new to them.
+    pub fn open_threaded(path: &Path) -> Result<Self, CaptureError> {
+        Self::open_as(path, map_when_threaded(std::env::var_os("LNETCAP_MAP"), std::env::var_os("LNETCAP_NO_MAP")))
     }
 
     /// [`open`](Self::open), but a file is read with `read()` into a buffer, never
-    /// mapped, whatever the environment says: for a run whose packets other threads
-    /// decode (a reused read buffer stays in their caches and TLB, where every page of a
-    /// map is new to them: README Speed, "Read against map"), and for tests that hold the
-    /// two ways to one answer.
+    /// mapped, whatever the environment says: for tests that hold the two ways to one
+    /// answer.
     pub fn open_unmapped(path: &Path) -> Result<Self, CaptureError> {
-        Self::open_as(path, false)
+        Self::open_as(path, MapWhen::Never)
     }
 
-    fn open_as(path: &Path, may_map: bool) -> Result<Self, CaptureError> {
+    fn open_as(path: &Path, when: MapWhen) -> Result<Self, CaptureError> {
         let name = path.display().to_string();
         if name == "-" {
             return Self::from_reader("stdin", Box::new(io::stdin()), None);
@@ -354,7 +369,7 @@ impl CaptureReader {
         // The kernel's copy into a read buffer was a third to a half of a full-payload
         // run; a map does without it (README Speed). A file cut short under the map ends
         // there with an error instead of SIGBUS (`map`).
-        if may_map && regular && worth_mapping(&file) {
+        if regular && worth_mapping(&file, when) {
             match MappedFile::open(file, total.unwrap_or(0)) {
                 Ok(map) => return Self::mapped(name, map, reread),
                 Err(f) => file = f,
@@ -1081,17 +1096,79 @@ fn map_asked(map: Option<std::ffi::OsString>, no_map: Option<std::ffi::OsString>
     map.is_some_and(|v| v == "1") && no_map.is_none()
 }
 
-/// Whether a file is better mapped than read: a classic pcap file (not compressed, not
-/// pcapng) whose snap length is at least [`MAP_MIN_SNAPLEN`]. Read in place (the file's
-/// position does not move).
-fn worth_mapping(file: &File) -> bool {
+/// Which files a reader maps rather than reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MapWhen {
+    /// None: every file is read.
+    Never,
+    /// Plain classic pcap files of whole frames ([`MAP_MIN_SNAPLEN`]).
+    WholeFrames,
+    /// Those whose first records are large too ([`MAP_THREADED_MIN_MEAN_RECORD`]).
+    LargeRecords,
+}
+
+/// What a run whose packets other threads decode maps ([`CaptureReader::open_threaded`]):
+/// nothing with `LNETCAP_NO_MAP` (any value), every whole-frame file with `LNETCAP_MAP=1`,
+/// else the whole-frame files of large records.
+fn map_when_threaded(map: Option<std::ffi::OsString>, no_map: Option<std::ffi::OsString>) -> MapWhen {
+    match (no_map, map) {
+        (Some(_), _) => MapWhen::Never,
+        (None, Some(v)) if v == "1" => MapWhen::WholeFrames,
+        _ => MapWhen::LargeRecords,
+    }
+}
+
+/// Whether a file is better mapped than read, as `when` says: a classic pcap file (not
+/// compressed, not pcapng) whose snap length is at least [`MAP_MIN_SNAPLEN`], and for
+/// [`MapWhen::LargeRecords`] whose records in the first [`MAP_PROBE_BYTES`] are
+/// [`MAP_THREADED_MIN_MEAN_RECORD`] bytes long or longer on average. Read in place (the
+/// file's position does not move).
+fn worth_mapping(file: &File, when: MapWhen) -> bool {
     use std::os::unix::fs::FileExt;
+    if when == MapWhen::Never {
+        return false;
+    }
     let mut h = [0u8; 24];
     if file.read_at(&mut h, 0).unwrap_or(0) < 24 {
         return false;
     }
     let Some((_, big_endian)) = pcap_magic([h[0], h[1], h[2], h[3]]) else { return false };
-    u32_at(&h, 16, big_endian).is_some_and(|snaplen| snaplen as usize >= MAP_MIN_SNAPLEN)
+    let whole_frames = u32_at(&h, 16, big_endian).is_some_and(|snaplen| snaplen as usize >= MAP_MIN_SNAPLEN);
+    whole_frames
+        && (when == MapWhen::WholeFrames || {
+            let mut probe = vec![0u8; MAP_PROBE_BYTES];
+            let n = read_at_most(file, &mut probe, 24);
+            mean_record_len(&probe[..n], big_endian).is_some_and(|m| m >= MAP_THREADED_MIN_MEAN_RECORD)
+        })
+}
+
+/// Reads `buf.len()` bytes of `file` from `at` on, or as many as there are; a failed
+/// read ends it (the reader meets the error itself).
+fn read_at_most(file: &File, buf: &mut [u8], at: u64) -> usize {
+    use std::os::unix::fs::FileExt;
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], at + n as u64) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => n += k,
+        }
+    }
+    n
+}
+
+/// The mean length, each 16-byte record header included, of the classic pcap records
+/// that lie whole in `recs` (the bytes after the file header), or of the first record
+/// alone when even that one does not: `None` without a whole first record header.
+fn mean_record_len(recs: &[u8], big_endian: bool) -> Option<usize> {
+    let (mut at, mut count, mut bytes) = (0usize, 0usize, 0usize);
+    while let Some(caplen) = u32_at(recs, at + 8, big_endian) {
+        let len = 16 + caplen as usize;
+        if count > 0 && at + len > recs.len() {
+            break;
+        }
+        (at, count, bytes) = (at + len, count + 1, bytes + len);
+    }
+    (count > 0).then(|| bytes / count)
 }
 
 /// A classic pcap file's magic: (timestamps in nanoseconds, written big-endian), or
@@ -2022,6 +2099,66 @@ mod tests {
         assert!(!map_asked(os("yes"), None));
         assert!(!map_asked(os("1"), os("1")));
         assert!(!map_asked(None, os("")));
+    }
+
+    /// The mean record length over a probe: whole records only, each with its 16-byte
+    /// header; the first record alone when even it is cut; nothing without its header.
+    #[test]
+    fn mean_record_length_counts_whole_records_with_their_headers() {
+        let recs = |n, len| pcap(n, len)[24..].to_vec();
+        assert_eq!(mean_record_len(&recs(10, 1000), false), Some(1016));
+        // Cut in the middle of the fourth record: the three before it.
+        assert_eq!(mean_record_len(&recs(10, 1000)[..3 * 1016 + 500], false), Some(1016));
+        // Three of 100 bytes and one of 1,000: (3 * 116 + 1016) / 4.
+        let mut mixed = recs(3, 100);
+        mixed.extend_from_slice(&recs(1, 1000));
+        assert_eq!(mean_record_len(&mixed, false), Some(341));
+        // A first record longer than the probe counts by its header's length.
+        assert_eq!(mean_record_len(&recs(1, 5000)[..100], false), Some(5016));
+        assert_eq!(mean_record_len(&recs(1, 5000)[..11], false), None);
+        assert_eq!(mean_record_len(&[], false), None);
+        // Big-endian headers are read as such.
+        let mut be = recs(2, 300);
+        for at in [0, 316] {
+            be[at + 8..at + 12].copy_from_slice(&300u32.to_be_bytes());
+        }
+        assert_eq!(mean_record_len(&be, true), Some(316));
+    }
+
+    /// What a run whose packets other threads decode maps: whole-frame files whose mean
+    /// record reaches MAP_THREADED_MIN_MEAN_RECORD (exactly: one byte short is read),
+    /// never a header-only file, every whole-frame file with LNETCAP_MAP=1, nothing
+    /// with LNETCAP_NO_MAP.
+    #[test]
+    fn threaded_runs_map_whole_frame_files_of_large_records() {
+        let mapped = |bytes: &[u8], when| {
+            let f = TempFile::new("threaded", bytes);
+            matches!(CaptureReader::open_as(&f.0, when).unwrap().storage, Storage::Mapped { .. })
+        };
+        let at = MAP_THREADED_MIN_MEAN_RECORD - 16;
+        assert!(mapped(&pcap(400, at), MapWhen::LargeRecords));
+        assert!(!mapped(&pcap(400, at - 1), MapWhen::LargeRecords));
+        assert!(mapped(&pcap(400, at - 1), MapWhen::WholeFrames));
+        assert!(!mapped(&pcap(400, 1000), MapWhen::Never));
+        // Small records up front, large ones after: the probe's mean decides (1 MiB).
+        let mut late = pcap(500, 100);
+        late.extend_from_slice(&pcap(2000, 1000)[24..]);
+        // 500 of 116 bytes, then 974 of 1,016 within the 1 MiB: 710 on average.
+        assert!(mapped(&late, MapWhen::LargeRecords), "500 small records, then large ones");
+        let mut early = pcap(MAP_PROBE_BYTES as u32 / 116 + 1, 100);
+        early.extend_from_slice(&pcap(2000, 1000)[24..]);
+        assert!(!mapped(&early, MapWhen::LargeRecords), "1 MiB of small records first");
+        // A header-only capture (snap length 256) is read however large its records say
+        // they are.
+        let mut header_only = pcap(400, 1000);
+        header_only[16..20].copy_from_slice(&256u32.to_le_bytes());
+        assert!(!mapped(&header_only, MapWhen::LargeRecords) && !mapped(&header_only, MapWhen::WholeFrames));
+        let os = |v: &str| Some(std::ffi::OsString::from(v));
+        assert_eq!(map_when_threaded(None, None), MapWhen::LargeRecords);
+        assert_eq!(map_when_threaded(os("1"), None), MapWhen::WholeFrames);
+        assert_eq!(map_when_threaded(os("0"), None), MapWhen::LargeRecords);
+        assert_eq!(map_when_threaded(os("1"), os("")), MapWhen::Never);
+        assert_eq!(map_when_threaded(None, os("1")), MapWhen::Never);
     }
 
     /// A mapped file's runs end within PREFETCH_AHEAD of their first record, whatever
