@@ -163,7 +163,9 @@ for cap in header pcapng many full metadata; do
   declare -A t=() m=() q=() w=() u=()
   # The whole-frame captures are read by default and mapped with LNETCAP_MAP=1 (decode and
   # one-thread analyze): the same two mapped too, so the map's own effect comes from the
-  # same rounds.
+  # same rounds. Parallel runs map the full-payload capture by default (its records are
+  # large: MAP_THREADED_MIN_MEAN_RECORD), so its N-thread lines set a mapped run against
+  # a read one-thread run; the metadata capture's parallel runs read.
   read_cmds=()
   if [[ $cap == full || $cap == metadata ]]; then
     read_cmds=("decodeM=env LNETCAP_MAP=1 $bin decode --threads 1 --format jsonl $f"

@@ -53,6 +53,10 @@ def resident(path):
         return None
 
 
+# Notes printed once a run (`warm`).
+WARNED = {}
+
+
 def warm(paths, taken):
     """Reads back into the page cache whatever of each capture in PATHS is no longer
     there, and adds what was missing to TAKEN[path]. On the VM of 2026-12-01 the host took
@@ -62,10 +66,22 @@ def warm(paths, taken):
     for f in paths:
         size = os.path.getsize(f)
         have = resident(f)
-        if have is not None and have >= size:
+        if have is None:
+            # Without fincore nothing tells what is missing: reading every file whole
+            # before every run would cost more than it measures (27 reads of 6 GB).
+            if not WARNED.get("fincore"):
+                WARNED["fincore"] = True
+                print("compare_report: no fincore (util-linux): captures are not read back into the page cache "
+                      "before each run; pages the host evicts are read from disk in the timed runs", file=sys.stderr)
+            return
+        if have >= size:
             continue
-        if have is not None:
-            taken[f] = taken.get(f, 0) + size - have
+        taken[f] = taken.get(f, 0) + size - have
+        if os.environ.get("PAGE_CACHE") == "tcpdump" and not WARNED.get("folios"):
+            WARNED["folios"] = True
+            print("compare_report: pages read back into the page cache come as a read brings them (large folios), "
+                  "not as tcpdump wrote them: part of the file is then in the disk state (see the #warm lines)",
+                  file=sys.stderr)
         with open(f, "rb", buffering=0) as fd:
             while fd.read(1 << 20):
                 pass

@@ -7,7 +7,11 @@
 //! would pass the bound trivially). A whole-frame file mapped (`LNETCAP_MAP=1`) is held
 //! to the bound too: the map releases its pages behind the cursor; so is a parallel run,
 //! which maps such a file of large records by default, mapped and read. `decode` (one
-//! thread and the parallel engine on two) is held to it on the full-payload capture.
+//! thread and the parallel engine on two) is held to it on the full-payload capture. Each
+//! run is held to how it reads the file too: the probe samples /proc/PID/maps, and a run
+//! maps the capture exactly when the reader's rule says it does (the default of a
+//! parallel run of large records, `LNETCAP_MAP=1`), so that a wrong rule or a wrong
+//! caller fails here rather than showing as a slower run.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -35,12 +39,14 @@ fn analyze_bench(name: &str, args: &[&str]) -> (f64, f64) {
 
 /// [`analyze_bench`] with more options for `analyze`.
 fn analyze_bench_with(name: &str, args: &[&str], analyze: &[&str]) -> (f64, f64) {
-    let (size, rss) = analyze_bench_runs(name, args, &[(analyze, &[])]);
+    // Header-only captures (snap length 256) are read, never mapped.
+    let (size, rss) = analyze_bench_runs(name, args, &[(analyze, &[], false)]);
     (size, rss[0])
 }
 
-/// One analyze run of a capture: its options and the variables set in its environment.
-type Run<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+/// One analyze run of a capture: its options, the variables set in its environment, and
+/// whether it maps the file (seen in /proc/PID/maps while it runs).
+type Run<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], bool);
 
 /// [`analyze_bench`] of one capture, analyzed once per (options, environment) of `runs`;
 /// returns the capture's MiB and each run's peak RSS.
@@ -49,9 +55,10 @@ fn analyze_bench_runs(name: &str, args: &[&str], runs: &[Run<'_>]) -> (f64, Vec<
     (size, rss)
 }
 
-/// [`analyze_bench_runs`], then `decode --format jsonl` once per options of `decodes`
-/// (its frames checked as analyze's); returns the decode runs' peak RSS too.
-fn bench_runs(name: &str, args: &[&str], runs: &[Run<'_>], decodes: &[&[&str]]) -> (f64, Vec<f64>, Vec<f64>) {
+/// [`analyze_bench_runs`], then `decode --format jsonl` once per (options, whether it
+/// maps the file) of `decodes` (its frames checked as analyze's); returns the decode runs'
+/// peak RSS too.
+fn bench_runs(name: &str, args: &[&str], runs: &[Run<'_>], decodes: &[(&[&str], bool)]) -> (f64, Vec<f64>, Vec<f64>) {
     let d = dir(name);
     let cap = d.join("c.pcap");
     let st = Command::new(lnetcap()).args(["synth", "--scenario", "bench"]).args(args).arg("-o").arg(&cap).status();
@@ -62,8 +69,9 @@ fn bench_runs(name: &str, args: &[&str], runs: &[Run<'_>], decodes: &[&[&str]]) 
     let size_mib = std::fs::metadata(&cap).unwrap().len() as f64 / (1 << 20) as f64;
     let json = d.join("report.json");
     let mut rss = Vec::new();
-    for (analyze, vars) in runs {
+    for (analyze, vars, maps) in runs {
         let (report, peak) = common::analyze_under_rss_probe_with(&cap, &json, analyze, vars);
+        assert_maps(&peak, *maps, &format!("{name} {analyze:?} {vars:?}"));
         assert_eq!(report["files"][0]["frames"]["frames"], truth["packets"], "{name} {vars:?}: every frame read");
         assert!(report["files"][0]["complete"].as_bool().unwrap(), "{name} {vars:?}: read to its end");
         let (hwm, rusage) = (peak.proc_hwm_mib, peak.rusage_mib);
@@ -72,8 +80,9 @@ fn bench_runs(name: &str, args: &[&str], runs: &[Run<'_>], decodes: &[&[&str]]) 
         rss.push(peak.mib());
     }
     let mut decode_rss = Vec::new();
-    for extra in decodes {
+    for (extra, maps) in decodes {
         let (summary, peak) = decode_under_rss_probe(&cap, extra);
+        assert_maps(&peak, *maps, &format!("{name} decode {extra:?}"));
         assert_eq!(summary["frames"]["frames"], truth["packets"], "{name} decode {extra:?}: every frame read");
         eprintln!("{name} decode {extra:?}: {size_mib:.0} MiB capture, peak RSS {:.1} MiB", peak.mib());
         assert!(peak.proc_hwm_mib > 0.0, "{name} decode: /proc was sampled");
@@ -81,6 +90,14 @@ fn bench_runs(name: &str, args: &[&str], runs: &[Run<'_>], decodes: &[&[&str]]) 
     }
     std::fs::remove_dir_all(&d).ok();
     (size_mib, rss, decode_rss)
+}
+
+/// The run mapped the capture (in some sample of /proc/PID/maps) when `maps` says it
+/// does, and never otherwise.
+fn assert_maps(peak: &common::PeakRss, maps: bool, what: &str) {
+    assert!(peak.samples > 0, "{what}: /proc was sampled");
+    let (seen, n) = (peak.mapped_samples, peak.samples);
+    assert_eq!(seen > 0, maps, "{what}: the capture mapped in {seen} of {n} samples, expected mapped: {maps}");
 }
 
 /// `lnetcap decode -q --format jsonl EXTRA CAPTURE` under the RSS probe: its summary (the
@@ -122,18 +139,24 @@ fn twelve_hundred_connections_analyze_in_64_mib() {
 #[test]
 fn full_payload_capture_of_1_gb_analyzes_in_64_mib() {
     let one: &[&str] = &["--threads", "1"];
-    let runs: [Run<'_>; 4] =
-        [(&[], &[]), (&[], &[("LNETCAP_NO_MAP", "1")]), (one, &[]), (one, &[("LNETCAP_MAP", "1")])];
-    let decodes: [&[&str]; 2] = [&["--threads", "2"], one];
+    // Every core is one thread on a one-core machine, which reads.
+    let parallel = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+    let runs: [Run<'_>; 4] = [
+        (&[], &[], parallel),
+        (&[], &[("LNETCAP_NO_MAP", "1")], false),
+        (one, &[], false),
+        (one, &[("LNETCAP_MAP", "1")], true),
+    ];
+    let decodes: [(&[&str], bool); 2] = [(&["--threads", "2"], true), (one, false)];
     let (size, rss, decode_rss) = bench_runs("full", &["--rpcs", "120", "--snaplen", "65535"], &runs, &decodes);
     assert!(size > 15.0 * BOUND_MIB, "the capture ({size:.0} MiB) is much larger than the bound");
-    for (rss, (analyze, vars)) in rss.iter().zip(&runs) {
+    for (rss, (analyze, vars, _)) in rss.iter().zip(&runs) {
         assert!(
             *rss <= BOUND_MIB,
             "peak RSS {rss:.1} MiB > {BOUND_MIB} MiB for a {size:.0} MiB capture ({analyze:?} {vars:?})"
         );
     }
-    for (rss, extra) in decode_rss.iter().zip(&decodes) {
+    for (rss, (extra, _)) in decode_rss.iter().zip(&decodes) {
         assert!(*rss <= BOUND_MIB, "decode {extra:?}: peak RSS {rss:.1} MiB > {BOUND_MIB} MiB for {size:.0} MiB");
     }
 }
@@ -201,6 +224,7 @@ fn a_parallel_run_over_large_other_frames_holds_few_input_blocks() {
     // Mapped (the default for a parallel run of large whole frames: windows of the map
     // are the blocks) and read (the reader's 256 KiB blocks).
     for read in [false, true] {
+        std::fs::remove_file(&json).ok();
         let mut c = Command::new("python3");
         c.env_remove("LNETCAP_MAP").env_remove("LNETCAP_NO_MAP");
         if read {
@@ -223,6 +247,8 @@ fn a_parallel_run_over_large_other_frames_holds_few_input_blocks() {
             |key: &str| -> f64 { err.lines().rev().find_map(|l| l.strip_prefix(key)).unwrap().trim().parse().unwrap() };
         let rss = kib("peak_rss_kib=").max(kib("proc_hwm_kib=")) / 1024.0;
         let how = if read { "read" } else { "mapped" };
+        let (samples, mapped) = (kib("samples="), kib("pcap_mapped_samples="));
+        assert!(samples > 0.0 && (mapped > 0.0) != read, "{how}: the capture mapped in {mapped} of {samples} samples");
         eprintln!("udp: {size_mib:.0} MiB capture, two threads, {how}, peak RSS {rss:.1} MiB");
         assert!(rss <= BOUND_MIB, "{how}: peak RSS {rss:.1} MiB > {BOUND_MIB} MiB for a {size_mib:.0} MiB capture");
     }

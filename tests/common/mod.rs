@@ -291,6 +291,9 @@ pub fn screenshot(browser: &Path, page: &Path, shot: &Path, size: (u32, u32), pr
 pub struct PeakRss {
     pub proc_hwm_mib: f64,
     pub rusage_mib: f64,
+    /// Samples of /proc taken while it ran, and in how many a capture file was mapped.
+    pub samples: u32,
+    pub mapped_samples: u32,
 }
 
 impl PeakRss {
@@ -325,7 +328,10 @@ pub fn analyze_under_rss_probe_with(
 /// Runs `lnetcap ARGS` under the RSS probe with `vars` in its environment; returns its
 /// stdout and the peak RSS. Panics (with stderr) when the run fails.
 pub fn lnetcap_under_rss_probe(args: &[&std::ffi::OsStr], vars: &[(&str, &str)]) -> (Vec<u8>, PeakRss) {
+    // The map is what the test asks for, not what the developer's shell says.
     let out = std::process::Command::new("python3")
+        .env_remove("LNETCAP_MAP")
+        .env_remove("LNETCAP_NO_MAP")
         .envs(vars.iter().copied())
         .arg(root().join("tests/tools/peak_rss.py"))
         .arg(env!("CARGO_BIN_EXE_lnetcap"))
@@ -341,7 +347,12 @@ pub fn lnetcap_under_rss_probe(args: &[&std::ffi::OsStr], vars: &[(&str, &str)])
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(|| panic!("no {key} in {err}"))
     };
-    let peak = PeakRss { proc_hwm_mib: kib("proc_hwm_kib=") / 1024.0, rusage_mib: kib("peak_rss_kib=") / 1024.0 };
+    let peak = PeakRss {
+        proc_hwm_mib: kib("proc_hwm_kib=") / 1024.0,
+        rusage_mib: kib("peak_rss_kib=") / 1024.0,
+        samples: kib("samples=") as u32,
+        mapped_samples: kib("pcap_mapped_samples=") as u32,
+    };
     (out.stdout, peak)
 }
 

@@ -45,7 +45,8 @@ pub const MAP_KEEP_BEHIND: usize = 8 * 1024 * 1024;
 pub const MAP_RELEASE_STEP: usize = 4 * 1024 * 1024;
 
 /// Smallest snap length of a classic pcap file that is mapped rather than read when the
-/// map is asked for (`LNETCAP_MAP=1`; files are read by default): a capture of whole
+/// map is asked for (`LNETCAP_MAP=1`) or a parallel run's records are large
+/// ([`MAP_THREADED_MIN_MEAN_RECORD`]; other files are read by default): a capture of whole
 /// frames, most of whose bytes (bulk payload) the analysis never reads, so the kernel's
 /// copy into a read buffer is mostly waste. A header-only capture (tcpdump -s
 /// 256) is read: its records are read nearly whole anyway, a reused read buffer stays in
@@ -57,8 +58,9 @@ pub const MAP_MIN_SNAPLEN: usize = 4096;
 /// packets other threads decode (`--threads` > 1) maps a whole-frame file
 /// ([`MAP_MIN_SNAPLEN`]) by default, over the records of its first [`MAP_PROBE_BYTES`].
 /// Measured 2026-12-01 on the 2-core Intel VM, two threads mapped against read: 1 GB of
-/// full payload (942 bytes a record in that probe) 1.46-1.51x faster as read back from
-/// disk, 1.18-1.23x as tcpdump writes it; the metadata capture (358) 1.07-1.17x; the
+/// full payload (942 bytes a record in that probe) 1.39-1.51x faster as synth wrote it
+/// (large writes, as a file read back from disk), 1.18-1.23x written in 4 KiB writes as
+/// tcpdump writes it; the metadata capture (358) 1.07-1.17x; the
 /// header-only bench capture given a whole-frame snap length (219) 0.83-0.95x. Between
 /// 219 and 358 where the map starts to win is not known; 512 keeps small records read.
 pub const MAP_THREADED_MIN_MEAN_RECORD: usize = 512;

@@ -8,8 +8,9 @@
 //! read back from disk sits in large folios and ran 1.04-1.11x faster mapped; one
 //! tcpdump had just written in 4 KiB writes sits a small folio a page, each populated
 //! and unmapped on its own, and ran 0.73-0.80x as fast (README Speed, "Read against
-//! map"). A process cannot see which it has, so the default is the read, which loses
-//! least.
+//! map"). A process cannot see which it has, so for one thread, and for small records,
+//! the default is the read, which loses least; a parallel run of large records gained
+//! in both states (1.18-1.51x) and maps by default.
 //!
 //! A map hands the page cache's pages to the parser without the kernel's copy into a read
 //! buffer (benches/read-vs-map.c: 10 ms a GB of full payload against 150 ms read; perf:
@@ -37,16 +38,23 @@ use memmap2::{Advice, Mmap, MmapOptions, UncheckedAdvice};
 
 use crate::limits::MAX_MAPPED_FILES;
 
-/// A registered mapping: its address range, and whether a page of it faulted (the file
-/// shrank under it). `len` 0: a free slot.
+/// A registered mapping: its address range, whether a page of it faulted (the file
+/// shrank under it, or a page could not be read) and the offset of the first page that
+/// did (`usize::MAX`: none). `len` 0: a free slot.
 struct Slot {
     start: AtomicUsize,
     len: AtomicUsize,
     shrank: AtomicBool,
+    fault: AtomicUsize,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
-const FREE: Slot = Slot { start: AtomicUsize::new(0), len: AtomicUsize::new(0), shrank: AtomicBool::new(false) };
+const FREE: Slot = Slot {
+    start: AtomicUsize::new(0),
+    len: AtomicUsize::new(0),
+    shrank: AtomicBool::new(false),
+    fault: AtomicUsize::new(usize::MAX),
+};
 static SLOTS: [Slot; MAX_MAPPED_FILES] = [FREE; MAX_MAPPED_FILES];
 /// Slots taken or being taken (the first `claimed` bit of each is the owner's).
 static CLAIMED: [AtomicBool; MAX_MAPPED_FILES] = [const { AtomicBool::new(false) }; MAX_MAPPED_FILES];
@@ -89,6 +97,7 @@ extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mu
             )
         };
         if p != libc::MAP_FAILED {
+            slot.fault.fetch_min(at - start, Ordering::AcqRel);
             slot.shrank.store(true, Ordering::Release);
             return;
         }
@@ -174,6 +183,7 @@ impl MappedFile {
         };
         let s = &SLOTS[slot];
         s.shrank.store(false, Ordering::Relaxed);
+        s.fault.store(usize::MAX, Ordering::Relaxed);
         s.start.store(map.as_ptr() as usize, Ordering::Release);
         s.len.store(map.len(), Ordering::Release);
         // Readahead of the whole file ahead of the cursor (advice only: errors ignored).
@@ -191,6 +201,13 @@ impl MappedFile {
     #[inline]
     pub fn shrank(&self) -> bool {
         SLOTS[self.slot].shrank.load(Ordering::Acquire)
+    }
+
+    /// The offset in the file of the first page that faulted (after
+    /// [`shrank`](Self::shrank)): past the file's new end when it was cut, inside it when
+    /// the page could not be read for another reason (an I/O error of its device).
+    pub fn first_fault(&self) -> Option<usize> {
+        Some(SLOTS[self.slot].fault.load(Ordering::Acquire)).filter(|&f| f != usize::MAX)
     }
 
     /// The system's page size (4,096 until the first map reads it).
@@ -285,6 +302,7 @@ mod tests {
         std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(4096).unwrap();
         assert_eq!(std::hint::black_box(map.bytes()[2 * 4096 + 10]), 0);
         assert!(map.shrank());
+        assert_eq!(map.first_fault(), Some(2 * 4096), "the page touched, not the one before it");
         assert_eq!(map.length_now(), Some(4096));
         assert_eq!(map.bytes()[100], 9, "bytes before the cut are the file's");
         drop(map);

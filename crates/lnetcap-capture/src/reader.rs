@@ -233,8 +233,13 @@ enum Storage {
 #[derive(Debug, Clone, Copy)]
 enum Shrink {
     No,
-    /// From this length (to the storage's `limit`).
-    Seen(usize),
+    /// Seen: the length mapped, and the file's length when it was seen (the storage's
+    /// `limit` is where reading ends: that length, or the first page that faulted when
+    /// the file kept its length and a page could not be read).
+    Seen {
+        from: usize,
+        length: usize,
+    },
     Reported,
 }
 
@@ -341,7 +346,7 @@ impl CaptureReader {
     ///
     /// A read run's reading thread copies every byte of the file out of the page cache
     /// before the workers see any, which bounds the run on bulk payload (1 GB of full
-    /// payload: two threads 1.14x one thread read, about 1.7x mapped, README Speed,
+    /// payload: two threads 1.13x one thread's `analyze` read, 1.60x mapped, README Speed,
     /// "Read against map"); a map has no such copy. Small records lose to the map: each
     /// packet is then mostly the bytes the workers read anyway, and a reused read buffer
     /// stays in their caches where every page of a map is new to them.
@@ -623,7 +628,7 @@ impl CaptureReader {
         // page the window ends in, whose tail reads as zeros).
         if let Storage::Mapped { file, limit, shrank: Shrink::No, .. } = &self.storage {
             match file.length_now().map(|n| usize::try_from(n).unwrap_or(usize::MAX)) {
-                Some(now) if now < *limit => self.cut_map(now),
+                Some(now) if now < *limit => self.cut_map(now, now),
                 _ => {}
             }
         }
@@ -634,11 +639,17 @@ impl CaptureReader {
         let have = buf.len().saturating_sub(self.pos);
         let len = (have + want.max(MAP_WINDOW_BYTES)).min(limit.saturating_sub(at));
         if len <= have {
-            let Shrink::Seen(from) = *shrank else { return Ok(false) };
+            let Shrink::Seen { from, length } = *shrank else { return Ok(false) };
             *shrank = Shrink::Reported;
-            let why = format!(
-                "the file shrank from {from} to {limit} bytes while it was read (another process truncated it): what it had past its new end is not read"
-            );
+            let why = if length < from {
+                format!(
+                    "the file shrank from {from} to {length} bytes while it was read (another process truncated it): what it had past its new end is not read"
+                )
+            } else {
+                format!(
+                    "the page at offset {limit} could not be read under the map while the file kept its length ({length} bytes; an I/O error of its device?): nothing from there on is read"
+                )
+            };
             let what = format!("{} at offset {at}, after frame {frame}", self.name);
             return Err(io_err(&what, io::Error::new(io::ErrorKind::UnexpectedEof, why)));
         }
@@ -667,17 +678,19 @@ impl CaptureReader {
     #[inline(never)]
     fn note_shrink(&mut self) {
         if let (true, Storage::Mapped { file, .. }) = (self.map_shrank(), &self.storage) {
-            let now = file.length_now().map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX));
-            self.cut_map(now);
+            let length = file.length_now().map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX));
+            let fault = file.first_fault().unwrap_or(usize::MAX);
+            self.cut_map(length.min(fault), length);
         }
     }
 
-    /// The mapped file is `now` bytes long, shorter than mapped: the window ends there.
-    fn cut_map(&mut self, now: usize) {
+    /// The mapped file is `length` bytes long now and reading ends at `end` (that length,
+    /// or the first page that faulted, before it): the window ends there.
+    fn cut_map(&mut self, end: usize, length: usize) {
         let start = self.base as usize;
         let Storage::Mapped { file, reread, buf, limit, shrank, .. } = &mut self.storage else { return };
-        let now = now.min(*limit);
-        *shrank = Shrink::Seen(*limit);
+        let now = end.min(*limit);
+        *shrank = Shrink::Seen { from: *limit, length };
         *limit = now;
         let keep = now.saturating_sub(start).min(buf.len());
         let bytes = Bytes::Map { file: Arc::clone(file), start, len: keep };
@@ -1149,8 +1162,9 @@ fn read_at_most(file: &File, buf: &mut [u8], at: u64) -> usize {
     let mut n = 0;
     while n < buf.len() {
         match file.read_at(&mut buf[n..], at + n as u64) {
-            Ok(0) | Err(_) => break,
-            Ok(k) => n += k,
+            Ok(k) if k > 0 => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            _ => break,
         }
     }
     n
@@ -1159,16 +1173,17 @@ fn read_at_most(file: &File, buf: &mut [u8], at: u64) -> usize {
 /// The mean length, each 16-byte record header included, of the classic pcap records
 /// that lie whole in `recs` (the bytes after the file header), or of the first record
 /// alone when even that one does not: `None` without a whole first record header.
+/// Counted in `u64`, so that a length near 4 GiB cannot wrap (on a 32-bit target too).
 fn mean_record_len(recs: &[u8], big_endian: bool) -> Option<usize> {
-    let (mut at, mut count, mut bytes) = (0usize, 0usize, 0usize);
-    while let Some(caplen) = u32_at(recs, at + 8, big_endian) {
-        let len = 16 + caplen as usize;
-        if count > 0 && at + len > recs.len() {
+    let (mut at, mut count, mut bytes) = (0u64, 0u64, 0u64);
+    while let Some(caplen) = usize::try_from(at + 8).ok().and_then(|i| u32_at(recs, i, big_endian)) {
+        let len = 16 + u64::from(caplen);
+        if count > 0 && at + len > recs.len() as u64 {
             break;
         }
         (at, count, bytes) = (at + len, count + 1, bytes + len);
     }
-    (count > 0).then(|| bytes / count)
+    (count > 0).then(|| usize::try_from(bytes / count).unwrap_or(usize::MAX))
 }
 
 /// A classic pcap file's magic: (timestamps in nanoseconds, written big-endian), or
@@ -2107,8 +2122,15 @@ mod tests {
     fn mean_record_length_counts_whole_records_with_their_headers() {
         let recs = |n, len| pcap(n, len)[24..].to_vec();
         assert_eq!(mean_record_len(&recs(10, 1000), false), Some(1016));
-        // Cut in the middle of the fourth record: the three before it.
-        assert_eq!(mean_record_len(&recs(10, 1000)[..3 * 1016 + 500], false), Some(1016));
+        // Cut in the middle of the fourth record (longer than the three before it):
+        // the three alone.
+        let mut cut = recs(3, 1000);
+        cut.extend_from_slice(&recs(1, 3000)[..1500]);
+        assert_eq!(mean_record_len(&cut, false), Some(1016));
+        // A length near 4 GiB counts as such, without wrapping.
+        let mut huge = recs(1, 100);
+        huge[8..12].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
+        assert_eq!(mean_record_len(&huge, false), Some(0xffff_fff0 + 16));
         // Three of 100 bytes and one of 1,000: (3 * 116 + 1016) / 4.
         let mut mixed = recs(3, 100);
         mixed.extend_from_slice(&recs(1, 1000));
@@ -2145,8 +2167,13 @@ mod tests {
         late.extend_from_slice(&pcap(2000, 1000)[24..]);
         // 500 of 116 bytes, then 974 of 1,016 within the 1 MiB: 710 on average.
         assert!(mapped(&late, MapWhen::LargeRecords), "500 small records, then large ones");
+        // 1 MiB of small records, then enough large ones that the whole file's mean is
+        // over the bound ((9,040 * 116 + 8,000 * 1,016) / 17,040 = 538): only the first
+        // MiB counts.
         let mut early = pcap(MAP_PROBE_BYTES as u32 / 116 + 1, 100);
-        early.extend_from_slice(&pcap(2000, 1000)[24..]);
+        early.extend_from_slice(&pcap(8000, 1000)[24..]);
+        let whole = mean_record_len(&early[24..], false).unwrap();
+        assert!(whole >= MAP_THREADED_MIN_MEAN_RECORD, "the whole file's mean ({whole}) is over the bound");
         assert!(!mapped(&early, MapWhen::LargeRecords), "1 MiB of small records first");
         // A header-only capture (snap length 256) is read however large its records say
         // they are.
@@ -2258,6 +2285,41 @@ mod tests {
                 assert_eq!(frames, want, "cut {cut}, runs {runs:?}");
             }
         }
+    }
+
+    /// A page of the map that faults while the file keeps its length (what an I/O error
+    /// of its device does; made here by cutting the file, touching the page and writing
+    /// the file back whole): reading ends at that page, every record before it as it is
+    /// in the file, with an error that says so (not that the file shrank).
+    #[test]
+    fn a_page_that_cannot_be_read_under_the_map_ends_the_reading_there() {
+        let (n, len) = (6000u32, 1000usize);
+        let bytes = pcap(n, len);
+        let f = TempFile::new("unreadable", &bytes);
+        let mut r = CaptureReader::open_mapped(&f.0).unwrap();
+        for i in 0..10 {
+            assert_eq!(r.next_packet().unwrap().unwrap().data, &record_bytes(i, len)[..]);
+        }
+        let Storage::Mapped { file, .. } = &r.storage else { unreachable!("mapped above") };
+        let file = Arc::clone(file);
+        let (cut, page) = (3 << 20, 4 << 20);
+        let w = std::fs::OpenOptions::new().write(true).open(&f.0).unwrap();
+        w.set_len(cut as u64).unwrap();
+        assert_eq!(std::hint::black_box(file.bytes()[page + 10]), 0);
+        assert_eq!(file.first_fault(), Some(page));
+        std::os::unix::fs::FileExt::write_all_at(&w, &bytes[cut..], cut as u64).unwrap();
+        assert_eq!(file.length_now(), Some(bytes.len() as u64));
+        let (seen, _, end, _, _) = read_all(r, &[500]);
+        let whole = ((page - 24) / (16 + len)) as u64;
+        assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), (11..=whole).collect::<Vec<_>>());
+        for s in &seen {
+            assert_eq!(s.4, record_bytes(s.0 as u32 - 1, len), "frame {} read as it is in the file", s.0);
+        }
+        let says = format!(
+            "the page at offset {page} could not be read under the map while the file kept its length ({} bytes",
+            bytes.len()
+        );
+        assert!(end.contains(&says), "{end}");
     }
 
     /// A block other than an enhanced packet block is the general path's: the run before
