@@ -63,6 +63,10 @@ pub const MAP_MIN_SNAPLEN: usize = 4096;
 /// tcpdump writes it; the metadata capture (358) 1.07-1.17x; the
 /// header-only bench capture given a whole-frame snap length (219) 0.83-0.95x. Between
 /// 219 and 358 where the map starts to win is not known; 512 keeps small records read.
+/// On the AMD EPYC VM of 2026-12-02 the same 1 GB file gained less (0.96-1.13x as synth
+/// wrote it, 1.05-1.20x read back from disk) and lost written in 4 KiB writes
+/// (0.72-0.78x): its copy out of the page cache is twice as fast and small folios cost
+/// the map a page-table entry a page (README Speed, "Read against map"; `LNETCAP_NO_MAP`).
 pub const MAP_THREADED_MIN_MEAN_RECORD: usize = 512;
 
 /// Bytes after the file header whose records give the mean length of
