@@ -22,6 +22,16 @@ pub fn prefetch_lines(bytes: &[u8], max: usize) {
     }
 }
 
+/// Asks the CPU to bring in the cache line that holds `value`, if there is one (a
+/// hint, as [`prefetch_lines`]): for a queue's entry that a later call reads, written so
+/// long ago that it has left the cache.
+#[inline(always)]
+pub fn prefetch_value<T>(value: Option<&T>) {
+    if let Some(v) = value {
+        prefetch(std::ptr::from_ref(v).cast());
+    }
+}
+
 /// Offsets, below `n`, of one byte in each cache line that the `n` bytes from address
 /// `addr` touch: 0, then the first byte of each following line.
 #[inline(always)]

@@ -22,6 +22,8 @@
 
 use std::collections::VecDeque;
 
+use lnetcap_capture::prefetch::prefetch_value;
+
 use crate::series::Series;
 use crate::stats::Quantiles;
 use crate::CapturePoint;
@@ -703,6 +705,10 @@ fn on_ack(me: &mut DirState, peer: &mut DirState, s: &SegInfo<'_>, sack: &[(u32,
             sample = (sg.end == ack && !covers_retransmitted).then(|| s.ts - sg.ts);
             peer.sent.pop_front();
         }
+        // The segments the next ACKs cover were sent a round trip ago (as in
+        // `settle_due`): asked for now.
+        prefetch_value(peer.sent.get(1));
+        prefetch_value(peer.sent.get(3));
 
         if let Some(x) = sample {
             peer.perf.data_ack_n += 1;
@@ -973,6 +979,14 @@ impl ConnPerf {
             if st.pending.is_empty() {
                 st.pending_from = i64::MAX;
             }
+            // What the next due ACKs read (the queue's next entries and the history's
+            // oldest) was written a look-ahead ago, and a capture streamed through the
+            // cache since: asked for now, an ACK or two ahead, it is there when it is
+            // read.
+            prefetch_value(st.pending.get(1));
+            prefetch_value(st.pending.get(3));
+            prefetch_value(st.max_hist.get(1));
+            prefetch_value(st.max_hist.get(4));
         }
     }
 
