@@ -71,8 +71,9 @@ def warm(paths, taken):
             # before every run would cost more than it measures (27 reads of 6 GB).
             if not WARNED.get("fincore"):
                 WARNED["fincore"] = True
-                print("compare_report: no fincore (util-linux): captures are not read back into the page cache "
-                      "before each run; pages the host evicts are read from disk in the timed runs", file=sys.stderr)
+                print(f"compare_report: fincore (util-linux) is missing or failed on {f}: captures are not read back "
+                      "into the page cache before each run; pages the host evicts are read from disk in the timed "
+                      "runs", file=sys.stderr)
             return
         if have >= size:
             continue

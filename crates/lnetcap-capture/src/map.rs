@@ -9,8 +9,10 @@
 //! tcpdump had just written in 4 KiB writes sits a small folio a page, each populated
 //! and unmapped on its own, and ran 0.73-0.80x as fast (README Speed, "Read against
 //! map"). A process cannot see which it has, so for one thread, and for small records,
-//! the default is the read, which loses least; a parallel run of large records gained
-//! in both states (1.18-1.51x) and maps by default.
+//! the default is the read, which loses least; a parallel run of large records maps by
+//! default: it gained in both states on the Intel VM of 2026-12-01 (1.18-1.51x), and on
+//! the AMD VM of 2026-12-02 gained read back from disk (1.05-1.20x) and lost on a file
+//! written in 4 KiB writes (0.72-0.78x).
 //!
 //! A map hands the page cache's pages to the parser without the kernel's copy into a read
 //! buffer (benches/read-vs-map.c: 10 ms a GB of full payload against 150 ms read; perf:

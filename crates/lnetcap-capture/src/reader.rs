@@ -643,13 +643,15 @@ impl CaptureReader {
         if len <= have {
             let Shrink::Seen { from, length } = *shrank else { return Ok(false) };
             *shrank = Shrink::Reported;
-            let why = if length < from {
+            // Which of the two ended the reading: the file's new end, or a page that
+            // faulted before it (the file cut and written again, or an I/O error).
+            let why = if *limit < length {
                 format!(
-                    "the file shrank from {from} to {length} bytes while it was read (another process truncated it): what it had past its new end is not read"
+                    "the page at offset {limit} could not be read under the map (it faulted while the file was {length} bytes long: cut and written again, or an I/O error of its device): nothing from there on is read"
                 )
             } else {
                 format!(
-                    "the page at offset {limit} could not be read under the map while the file kept its length ({length} bytes; an I/O error of its device?): nothing from there on is read"
+                    "the file shrank from {from} to {length} bytes while it was read (another process truncated it): what it had past its new end is not read"
                 )
             };
             let what = format!("{} at offset {at}, after frame {frame}", self.name);
@@ -2132,7 +2134,7 @@ mod tests {
         // A length near 4 GiB counts as such, without wrapping.
         let mut huge = recs(1, 100);
         huge[8..12].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
-        assert_eq!(mean_record_len(&huge, false), Some(0xffff_fff0 + 16));
+        assert_eq!(mean_record_len(&huge, false), Some(usize::try_from(0xffff_fff0u64 + 16).unwrap_or(usize::MAX)));
         // Three of 100 bytes and one of 1,000: (3 * 116 + 1016) / 4.
         let mut mixed = recs(3, 100);
         mixed.extend_from_slice(&recs(1, 1000));
@@ -2318,7 +2320,7 @@ mod tests {
             assert_eq!(s.4, record_bytes(s.0 as u32 - 1, len), "frame {} read as it is in the file", s.0);
         }
         let says = format!(
-            "the page at offset {page} could not be read under the map while the file kept its length ({} bytes",
+            "the page at offset {page} could not be read under the map (it faulted while the file was {} bytes long",
             bytes.len()
         );
         assert!(end.contains(&says), "{end}");
