@@ -345,11 +345,12 @@ impl CaptureReader {
     /// maps is mapped; with `LNETCAP_NO_MAP` (any value) everything is read.
     ///
     /// A read run's reading thread copies every byte of the file out of the page cache
-    /// before the workers see any, which bounds the run on bulk payload (1 GB of full payload on the Intel VM of
-    /// 2026-12-01: two threads 1.13x one thread's `analyze` read, 1.60x mapped, README Speed,
-    /// "Read against map"); a map has no such copy. On a host whose copy is fast and a
-    /// file in small folios (just written by tcpdump) the map lost (0.72-0.78x on the AMD
-    /// VM of 2026-12-02): `LNETCAP_NO_MAP` there. Small records lose to the map: each
+    /// before the workers see any, which bounds the run on bulk payload (1 GB of full
+    /// payload on the Intel VM of 2026-12-01: two threads 1.13x one thread's `analyze`
+    /// read, 1.60x mapped, README Speed, "Read against map"); a map has no such copy. On
+    /// a host whose copy is fast and a file in small folios (just written by tcpdump)
+    /// the map lost (0.72-0.78x on the AMD VM of 2026-12-02): `LNETCAP_NO_MAP` there.
+    /// Small records lose to the map: each
     /// packet is then mostly the bytes the workers read anyway, and a reused read buffer
     /// stays in their caches where every page of a map is new to them.
     pub fn open_threaded(path: &Path) -> Result<Self, CaptureError> {
