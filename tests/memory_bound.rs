@@ -225,30 +225,12 @@ fn a_parallel_run_over_large_other_frames_holds_few_input_blocks() {
     // are the blocks) and read (the reader's 256 KiB blocks).
     for read in [false, true] {
         std::fs::remove_file(&json).ok();
-        let mut c = Command::new("python3");
-        c.env_remove("LNETCAP_MAP").env_remove("LNETCAP_NO_MAP");
-        if read {
-            c.env("LNETCAP_NO_MAP", "1");
-        }
-        let out = c
-            .arg(common::root().join("tests/tools/peak_rss.py"))
-            .arg(lnetcap())
-            .args(["analyze", "-q", "--threads", "2"])
-            .arg(&cap)
-            .arg("--json")
-            .arg(&json)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{err}");
-        let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let vars: &[(&str, &str)] = if read { &[("LNETCAP_NO_MAP", "1")] } else { &[] };
+        let (report, peak) = common::analyze_under_rss_probe_with(&cap, &json, &["--threads", "2"], vars);
         assert_eq!(report["files"][0]["frames"]["frames"], frames, "every frame read");
-        let kib =
-            |key: &str| -> f64 { err.lines().rev().find_map(|l| l.strip_prefix(key)).unwrap().trim().parse().unwrap() };
-        let rss = kib("peak_rss_kib=").max(kib("proc_hwm_kib=")) / 1024.0;
         let how = if read { "read" } else { "mapped" };
-        let (samples, mapped) = (kib("samples="), kib("pcap_mapped_samples="));
-        assert!(samples > 0.0 && (mapped > 0.0) != read, "{how}: the capture mapped in {mapped} of {samples} samples");
+        assert_maps(&peak, !read, &format!("udp, {how}"));
+        let rss = peak.mib();
         eprintln!("udp: {size_mib:.0} MiB capture, two threads, {how}, peak RSS {rss:.1} MiB");
         assert!(rss <= BOUND_MIB, "{how}: peak RSS {rss:.1} MiB > {BOUND_MIB} MiB for a {size_mib:.0} MiB capture");
     }
