@@ -93,7 +93,13 @@ fn main() -> ExitCode {
     match res {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            if e.downcast_ref::<io::Error>().is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe) {
+            // A reader that stopped early (`| head`): a write error from std, or from
+            // serde_json, which reports the one its writer gave as its own error type (a
+            // JSON report larger than the buffers it is written through).
+            let pipe = io::ErrorKind::BrokenPipe;
+            if e.downcast_ref::<io::Error>().is_some_and(|io| io.kind() == pipe)
+                || e.downcast_ref::<serde_json::Error>().and_then(serde_json::Error::io_error_kind) == Some(pipe)
+            {
                 return ExitCode::from(exit::OK);
             }
             let _ = io::stdout().flush();

@@ -331,6 +331,33 @@ fn broken_pipe_is_quiet_success() {
     assert!(!stderr(&o).contains("panicked"));
 }
 
+/// `analyze --json -` into a reader that stops early is quiet success too, also when the
+/// report is so large that the pipe breaks while serde_json is still writing it (past
+/// the two 64 KiB buffers it goes through: serde_json then reports the write error as
+/// its own error type, which printed "lnetcap: Broken pipe" and exited 1).
+#[test]
+fn broken_pipe_under_a_large_json_report_is_quiet_success() {
+    let dir = common::scratch("cli-json-pipe");
+    let cap = dir.join("clients.pcap");
+    let cap_s = cap.to_string_lossy().into_owned();
+    let o =
+        lnetcap(&["synth", "--scenario", "bench", "--clients", "20", "--rpcs", "1", "--snaplen", "256", "-o", &cap_s]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Far larger than the buffers, or the test would pass without reaching serde_json's
+    // error.
+    let whole = lnetcap(&["analyze", "-q", "--json", "-", &cap_s]);
+    assert!(whole.status.success(), "{}", stderr(&whole));
+    assert!(whole.stdout.len() > 4 << 16, "a report of {} bytes", whole.stdout.len());
+    let bin = env!("CARGO_BIN_EXE_lnetcap");
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(format!("'{bin}' analyze -q --json - '{cap_s}' | head -c 100 >/dev/null; echo ${{PIPESTATUS[0]}}"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "0", "{}", stderr(&o));
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+}
+
 #[test]
 fn synth_writes_a_capture_and_truth() {
     let dir = common::scratch("cli-synth");
